@@ -1,0 +1,46 @@
+# gdpo-verl developer targets. `make test` works on a fresh machine: it creates .venv,
+# installs everything (CPU torch where there is no GPU) and runs the test suite.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PIP := $(BIN)/python -m pip --progress-bar off
+PYTEST_ARGS ?=
+
+.PHONY: install test lint format precommit demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+		echo "GPU found: installing with the gpu extra (vLLM)"; \
+		$(PIP) install -e '.[dev,gpu]'; \
+	else \
+		echo "No GPU: installing the local CPU build of torch 2.13.0"; \
+		$(PIP) install torch==2.13.0 && $(PIP) install -e '.[dev]'; \
+	fi
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+precommit: lint test
+
+demo: install
+	$(BIN)/python -m gdpo_verl.main
+
+bench: install
+	$(BIN)/python bench/advantage.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis outputs multirun

@@ -1,0 +1,217 @@
+"""verl adapter: the ``gdpo`` advantage estimator, registered in verl's estimator registry.
+
+Registered by ``import verl`` in every process (``verl.plugins`` entry point -> ``gdpo_verl.plugin``), in
+place of upstream's ``compute_gdpo_outcome_advantage``. verl's trainers call it through
+``verl.trainer.ppo.ray_trainer.compute_advantage(data, "gdpo", config=algorithm_config)``.
+
+Config (under ``algorithm``; verl's AlgoConfig declares the first two):
+    gdpo_reward_keys:       [format, correctness, ...]   component names (required)
+    gdpo_reward_weights:    [1.0, 1.0, ...]              weights after normalization (default 1)
+    gdpo_reward_conditions: {length: {on: correctness, threshold: 1.0}}   paper Eq. 8 (default none)
+    gdpo_final_norm:        token | sequence | none      (default token: verl's masked_whiten)
+    gdpo_backend:           fast | verl                  (verl: literal per-reward compute_grpo_outcome_advantage)
+    gdpo_epsilon:           1e-6
+    norm_adv_by_std_in_grpo: true                        verl's key; false is the paper's "w/o std" variant
+Per component ``name`` the estimator reads ``data.batch["token_level_scores_<name>"]`` (bs, T) when present
+(the score sits on one token, NaN = missing), else the per-response scalars ``non_tensor_batch[name]``
+(upstream's convention, None = missing).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gdpo_verl.advantage import FINAL_NORMS, Condition, check_final_norm, final_normalize, gdpo_advantages
+
+logger = logging.getLogger(__name__)
+
+NAME = "gdpo"
+SCORE_PREFIX = "token_level_scores_"
+BACKENDS = ("fast", "verl")
+
+
+def _get(config, key, default=None):
+    value = config.get(key, default) if config is not None else default
+    return default if value is None else value
+
+
+@dataclass(frozen=True)
+class GDPOSettings:
+    """Validated estimator settings read from the ``algorithm`` config."""
+
+    keys: tuple[str, ...]
+    weights: tuple[float, ...]
+    conditions: tuple[Condition, ...] = ()
+    final_norm: str = "token"
+    backend: str = "fast"
+    epsilon: float = 1e-6
+    norm_by_std: bool = True
+
+    @classmethod
+    def from_config(cls, config) -> GDPOSettings:
+        """Read and validate ``algorithm.gdpo_*``; every error names the key, the bad value and the fix."""
+        keys = list(_get(config, "gdpo_reward_keys", []))
+        if not keys:
+            raise ValueError(
+                "adv_estimator=gdpo needs at least one reward component: set algorithm.gdpo_reward_keys "
+                "(e.g. '+algorithm.gdpo_reward_keys=[format,correctness]') or declare reward.gdpo.components"
+            )
+        if any(not isinstance(k, str) or not k for k in keys) or len(set(keys)) != len(keys):
+            raise ValueError(f"algorithm.gdpo_reward_keys must be distinct non-empty names; got {keys}")
+        raw_weights = _get(config, "gdpo_reward_weights", None)
+        weights = [1.0] * len(keys) if raw_weights is None else [float(w) for w in raw_weights]
+        if len(weights) != len(keys):
+            raise ValueError(
+                f"algorithm.gdpo_reward_weights has {len(weights)} values {weights} but gdpo_reward_keys has "
+                f"{len(keys)} names {keys}; give one weight per key (or none for equal weights)"
+            )
+        if not all(math.isfinite(w) for w in weights):
+            raise ValueError(f"algorithm.gdpo_reward_weights must be finite numbers; got {weights}")
+        conditions = []
+        for target, spec in dict(_get(config, "gdpo_reward_conditions", {})).items():
+            spec = dict(spec) if isinstance(spec, Mapping) else spec
+            on = spec.get("on") if isinstance(spec, dict) else None
+            if target not in keys or on not in keys or on == target:
+                raise ValueError(
+                    f"algorithm.gdpo_reward_conditions[{target!r}] = {spec} must name two different components "
+                    f"from gdpo_reward_keys {keys} "
+                    "(form: {<component>: {on: <other component>, threshold: <float>}})"
+                )
+            conditions.append(Condition(keys.index(target), keys.index(on), float(spec.get("threshold", 0.0))))
+        final_norm = str(_get(config, "gdpo_final_norm", "token"))
+        if final_norm not in FINAL_NORMS:
+            raise ValueError(
+                f"algorithm.gdpo_final_norm={final_norm!r} is not a GDPO final normalization; "
+                f"valid values: {', '.join(FINAL_NORMS)}"
+            )
+        backend = str(_get(config, "gdpo_backend", "fast"))
+        if backend not in BACKENDS:
+            raise ValueError(f"algorithm.gdpo_backend={backend!r} is unknown; valid values: {', '.join(BACKENDS)}")
+        return cls(
+            keys=tuple(keys),
+            weights=tuple(weights),
+            conditions=tuple(conditions),
+            final_norm=final_norm,
+            backend=backend,
+            epsilon=float(_get(config, "gdpo_epsilon", 1e-6)),
+            norm_by_std=bool(_get(config, "norm_adv_by_std_in_grpo", True)),
+        )
+
+
+def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tensor:
+    """Per-response scores (bs, K) float32 from per-reward token tensors or non-tensor scalars (NaN = missing)."""
+    tensor_keys = set(batch.keys()) if batch is not None else set()
+    non_tensor = non_tensor_batch if non_tensor_batch is not None else {}
+    columns = []
+    for key in keys:
+        field = SCORE_PREFIX + key
+        if field in tensor_keys:
+            scores = batch[field]
+            if scores.dim() != 2 or scores.shape[0] != bs:
+                raise ValueError(f"batch[{field!r}] must be (bs={bs}, response_length); got {tuple(scores.shape)}")
+            columns.append(scores.to(torch.float32).sum(dim=-1))
+        elif key in non_tensor:
+            try:
+                values = np.asarray(non_tensor[key], dtype=np.float32)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"non_tensor_batch[{key!r}] must hold numbers or None; {e}") from e
+            if values.shape != (bs,):
+                raise ValueError(f"non_tensor_batch[{key!r}] must have shape ({bs},); got {values.shape}")
+            columns.append(torch.from_numpy(values).to(device))
+        else:
+            have_tensors = sorted(k for k in tensor_keys if str(k).startswith(SCORE_PREFIX))
+            raise KeyError(
+                f"GDPO reward component {key!r} has neither batch[{field!r}] nor non_tensor_batch[{key!r}]. "
+                f"Per-reward tensors present: {have_tensors or 'none'}; non-tensor keys present: "
+                f"{sorted(non_tensor.keys())}. Check algorithm.gdpo_reward_keys against what the reward manager "
+                "returns."
+            )
+    return torch.stack(columns, dim=1)
+
+
+def verl_backend(scores: torch.Tensor, index, response_mask: torch.Tensor, settings: GDPOSettings) -> torch.Tensor:
+    """Oracle path: each reward literally through verl's ``compute_grpo_outcome_advantage`` (its Python loop).
+
+    scores: (bs, K); returns (bs, T). Missing values are left out by calling verl on the valid rows only.
+    """
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+    from verl.utils.torch_functional import masked_whiten
+
+    from gdpo_verl.advantage import apply_conditions
+
+    scores = apply_conditions(scores.to(torch.float32), settings.conditions)
+    index = np.asarray(index, dtype=object)
+    adv = torch.zeros(scores.shape[0], dtype=torch.float32)
+    for k, w in enumerate(settings.weights):
+        valid = ~torch.isnan(scores[:, k])
+        if not valid.any():
+            continue
+        per_response, _ = compute_grpo_outcome_advantage(
+            token_level_rewards=scores[valid, k].unsqueeze(-1),
+            response_mask=torch.ones(int(valid.sum()), 1),
+            index=index[valid.numpy()],
+            epsilon=settings.epsilon,
+            norm_adv_by_std_in_grpo=settings.norm_by_std,
+        )
+        adv[valid] += w * per_response[:, 0]
+    present = ~torch.isnan(scores).all(dim=1)
+    if settings.final_norm != "token":
+        return final_normalize(adv.to(torch.float64), response_mask, settings.final_norm, include=present)
+    mask = response_mask * present.unsqueeze(-1)
+    return masked_whiten(adv.unsqueeze(-1) * mask, mask) * mask
+
+
+def compute_gdpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index=None,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    config=None,
+    non_tensor_batch=None,
+    batch=None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl estimator signature. response_mask: (bs, T); index: (bs,) uids. Returns (advantages, returns),
+    both (bs, T). Settings come from ``config`` (the ``algorithm`` config), see the module docstring.
+    """
+    settings = GDPOSettings.from_config(config)
+    if index is None:
+        raise ValueError("adv_estimator=gdpo needs the batch's 'uid' (group ids) in non_tensor_batch")
+    bs = response_mask.shape[0]
+    scores = collect_scores(settings.keys, batch, non_tensor_batch, bs, response_mask.device)
+    if settings.backend == "verl":
+        adv = verl_backend(scores.cpu(), index, response_mask.cpu(), settings).to(response_mask.device)
+    else:
+        adv = gdpo_advantages(
+            scores,
+            index,
+            response_mask,
+            settings.weights,
+            norm_by_std=settings.norm_by_std,
+            epsilon=settings.epsilon,
+            final_norm=settings.final_norm,
+            conditions=settings.conditions,
+        )
+    return adv, adv
+
+
+def register() -> None:
+    """Make ``gdpo`` in verl's estimator registry point to ours. Idempotent; logs once per process."""
+    from verl.trainer.ppo import core_algos
+
+    previous = core_algos.ADV_ESTIMATOR_REGISTRY.get(NAME)
+    if previous is compute_gdpo_advantage:
+        return
+    core_algos.ADV_ESTIMATOR_REGISTRY[NAME] = compute_gdpo_advantage
+    replaced = f"{previous.__module__}.{previous.__name__}" if previous is not None else "nothing"
+    logger.warning("gdpo-verl: adv estimator 'gdpo' -> %s.compute_gdpo_advantage (replaces %s)", __name__, replaced)
+
+
+__all__ = ["BACKENDS", "FINAL_NORMS", "GDPOSettings", "check_final_norm", "compute_gdpo_advantage", "register"]
