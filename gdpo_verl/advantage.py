@@ -82,6 +82,21 @@ def apply_conditions(scores: torch.Tensor, conditions: Sequence[Condition]) -> t
     return scores
 
 
+def constant_groups(x: torch.Tensor, valid: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """(num_groups, K) bool: the group's valid values of reward k are all equal (True for empty groups too).
+
+    x, valid: (bs, K); group: (bs,) int64. One amax and one amin scatter over all rewards at once.
+    """
+    k = x.shape[1]
+    flat = (group.unsqueeze(1) * k + torch.arange(k, device=group.device)).reshape(-1)
+    x = x.to(torch.float64)
+    hi = torch.full((num_groups * k,), -torch.inf, dtype=torch.float64, device=x.device)
+    hi = hi.scatter_reduce(0, flat, torch.where(valid, x, -torch.inf).reshape(-1), "amax")
+    lo = torch.full((num_groups * k,), torch.inf, dtype=torch.float64, device=x.device)
+    lo = lo.scatter_reduce(0, flat, torch.where(valid, x, torch.inf).reshape(-1), "amin")
+    return ((hi == lo) | torch.isinf(hi)).view(num_groups, k)
+
+
 def group_normalize(
     scores: torch.Tensor,
     group: torch.Tensor,
@@ -112,11 +127,7 @@ def group_normalize(
     mean = torch.where(single, 0.0, mean)
     std = torch.where(single, 1.0, std)
     # A group whose values are all equal gives 0 exactly (not rounding noise divided by eps).
-    hi = torch.full((num_groups * k,), -torch.inf, dtype=torch.float64, device=x.device)
-    hi = hi.scatter_reduce(0, flat, torch.where(valid, x, -torch.inf).reshape(-1), "amax").view(num_groups, k)
-    lo = torch.full((num_groups * k,), torch.inf, dtype=torch.float64, device=x.device)
-    lo = lo.scatter_reduce(0, flat, torch.where(valid, x, torch.inf).reshape(-1), "amin").view(num_groups, k)
-    constant = (hi == lo) & ~single
+    constant = constant_groups(x, valid, group, num_groups) & ~single
     adv = x - mean[group]
     if norm_by_std:
         adv = adv / (std[group] + epsilon)
@@ -168,9 +179,11 @@ def gdpo_advantages(
     epsilon: float = 1e-6,
     final_norm: str = "token",
     conditions: Sequence[Condition] = (),
+    offset: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """GDPO advantages. scores: (bs, K) raw rewards (NaN = missing); uids: (bs,) group ids;
-    response_mask: (bs, T). Returns (bs, T) float32 advantages (zero on padding).
+    response_mask: (bs, T); offset: optional (bs,) term added to A_sum before the final step (the
+    estimator's KL-in-reward penalty). Returns (bs, T) float32 advantages (zero on padding).
     """
     check_final_norm(final_norm)
     if scores.dim() != 2 or scores.shape[0] != response_mask.shape[0]:
@@ -180,6 +193,8 @@ def gdpo_advantages(
     scores = apply_conditions(scores, conditions)
     adv_k = group_normalize(scores, group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)
     adv = adv_k @ w.to(device=scores.device, dtype=torch.float64)  # (bs,)
+    if offset is not None:
+        adv = adv + offset.to(torch.float64)
     present = ~torch.isnan(scores).all(dim=1)
     return final_normalize(adv, response_mask, final_norm, include=present, epsilon=epsilon)
 

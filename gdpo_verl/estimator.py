@@ -14,11 +14,21 @@ Config (under ``algorithm``; verl's AlgoConfig declares the first two):
     norm_adv_by_std_in_grpo: true                        verl's key; false is the paper's "w/o std" variant
 Per component ``name`` the estimator reads ``data.batch["token_level_scores_<name>"]`` (bs, T) when present
 (the score sits on one token, NaN = missing), else the per-response scalars ``non_tensor_batch[name]``
-(upstream's convention, None = missing).
+(upstream's convention, None = missing). verl's V1 trainer does not hand the estimator the reward manager's
+per-sample output; ``gdpo_verl.trainer`` fetches it and supplies it with ``supplied_columns``.
+
+KL in reward (``algorithm.use_kl_in_reward=true``): verl subtracts the per-token KL penalty from
+``token_level_rewards``; the estimator adds that penalty's per-response sum,
+``(token_level_rewards - token_level_scores).sum(-1)``, to the weighted sum of normalized rewards before the
+final normalization, so it is never dropped (it stays unnormalized, as in GRPO with KL in reward).
+
+Each call leaves ``gdpo_verl.metrics.step_metrics`` of its batch for ``pop_metrics()``; the trainer glue
+logs them with the step's other metrics.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Mapping
@@ -27,13 +37,45 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import FINAL_NORMS, Condition, check_final_norm, final_normalize, gdpo_advantages
+from gdpo_verl.advantage import (
+    FINAL_NORMS,
+    Condition,
+    apply_conditions,
+    check_final_norm,
+    final_normalize,
+    gdpo_advantages,
+)
+from gdpo_verl.components import yaml_on
 
 logger = logging.getLogger(__name__)
 
 NAME = "gdpo"
 SCORE_PREFIX = "token_level_scores_"
 BACKENDS = ("fast", "verl")
+
+
+_SUPPLIED: dict[str, np.ndarray] = {}
+_METRICS: dict[str, float] = {}
+ERROR_PREFIX = "gdpo_error_"  # the multi-reward manager's per-component error flags
+
+
+@contextlib.contextmanager
+def supplied_columns(columns: Mapping[str, np.ndarray]):
+    """Per-response columns (name -> (bs,) array) the estimator may read like ``non_tensor_batch`` entries
+    during this block; batch fields and real non-tensor entries take precedence."""
+    _SUPPLIED.clear()
+    _SUPPLIED.update(columns)
+    try:
+        yield
+    finally:
+        _SUPPLIED.clear()
+
+
+def pop_metrics() -> dict[str, float]:
+    """The metrics of the last estimator call in this process (then forgotten)."""
+    out = dict(_METRICS)
+    _METRICS.clear()
+    return out
 
 
 def _get(config, key, default=None):
@@ -75,7 +117,7 @@ class GDPOSettings:
             raise ValueError(f"algorithm.gdpo_reward_weights must be finite numbers; got {weights}")
         conditions = []
         for target, spec in dict(_get(config, "gdpo_reward_conditions", {})).items():
-            spec = dict(spec) if isinstance(spec, Mapping) else spec
+            spec = yaml_on(dict(spec)) if isinstance(spec, Mapping) else spec
             on = spec.get("on") if isinstance(spec, dict) else None
             if target not in keys or on not in keys or on == target:
                 raise ValueError(
@@ -143,8 +185,6 @@ def verl_backend(scores: torch.Tensor, index, response_mask: torch.Tensor, setti
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
     from verl.utils.torch_functional import masked_whiten
 
-    from gdpo_verl.advantage import apply_conditions
-
     scores = apply_conditions(scores.to(torch.float32), settings.conditions)
     index = np.asarray(index, dtype=object)
     adv = torch.zeros(scores.shape[0], dtype=torch.float32)
@@ -185,8 +225,15 @@ def compute_gdpo_advantage(
     if index is None:
         raise ValueError("adv_estimator=gdpo needs the batch's 'uid' (group ids) in non_tensor_batch")
     bs = response_mask.shape[0]
-    scores = collect_scores(settings.keys, batch, non_tensor_batch, bs, response_mask.device)
+    columns = {**_SUPPLIED, **(non_tensor_batch or {})}
+    scores = collect_scores(settings.keys, batch, columns, bs, response_mask.device)
+    offset = None
+    if _get(config, "use_kl_in_reward", False) and batch is not None and "token_level_scores" in batch.keys():
+        offset = (token_level_rewards - batch["token_level_scores"]).sum(-1)
+    _record_metrics(scores, index, settings, columns)
     if settings.backend == "verl":
+        if offset is not None:
+            raise ValueError("algorithm.gdpo_backend=verl does not take use_kl_in_reward; use gdpo_backend=fast")
         adv = verl_backend(scores.cpu(), index, response_mask.cpu(), settings).to(response_mask.device)
     else:
         adv = gdpo_advantages(
@@ -198,8 +245,28 @@ def compute_gdpo_advantage(
             epsilon=settings.epsilon,
             final_norm=settings.final_norm,
             conditions=settings.conditions,
+            offset=offset,
         )
     return adv, adv
+
+
+def _record_metrics(scores: torch.Tensor, index, settings: GDPOSettings, columns: Mapping) -> None:
+    from gdpo_verl.metrics import step_metrics
+
+    errors = {k: columns[ERROR_PREFIX + k] for k in settings.keys if ERROR_PREFIX + k in columns}
+    _METRICS.clear()
+    _METRICS.update(
+        step_metrics(
+            apply_conditions(scores, settings.conditions),
+            index,
+            settings.keys,
+            settings.weights,
+            norm_by_std=settings.norm_by_std,
+            epsilon=settings.epsilon,
+            data_source=columns.get("data_source"),
+            errors=errors,
+        )
+    )
 
 
 def register() -> None:

@@ -1,0 +1,235 @@
+"""``python -m gdpo_verl.main``: compose verl's config with gdpo-verl's, validate it, run verl's trainer.
+
+Run (from the repository root):
+    python -m gdpo_verl.main                                  # embedded default: the toy demo (CPU if no GPU)
+    python -m gdpo_verl.main algorithm.adv_estimator=grpo     # GRPO baseline on the same reward components
+    python -m gdpo_verl.main --cfg job                        # print the composed config; starts nothing
+    python -m gdpo_verl.main -m algorithm.adv_estimator=grpo,gdpo seed=0,1    # sweep, one job after another
+    python -m gdpo_verl.main --config-name toolcall_gdpo      # a recipe from recipes/
+
+The Hydra app composes ``demo`` (or ``--config-name``) on top of ``gdpo_trainer``, which composes verl's
+``ppo_trainer`` (search path ``pkg://verl.trainer.config``). Before Ray starts it derives
+``algorithm.gdpo_reward_*`` from ``reward.gdpo.components`` and validates everything, so a bad config fails
+in seconds with the bad key named. Then it runs verl's ``run_ppo`` with verl's own TaskRunner (V1 or legacy,
+``trainer.use_v1``); ``import verl`` loads ``gdpo_verl.plugin`` in the TaskRunner and every Ray worker.
+Each job writes ``metrics.jsonl`` (verl's file logger) and ``checkpoints/`` in its own output directory
+and shuts Ray down at the end, so multirun jobs run cleanly one after another.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from gdpo_verl.components import RewardSpec, parse_spec, resolve
+
+PLUGIN_MODULE = "gdpo_verl.plugin"
+METRICS_FILE = "metrics.jsonl"
+REPO_RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+
+
+def _argv_value(argv: list[str], key: str) -> str | None:
+    for arg in argv:
+        if arg.lstrip("+").startswith(key + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def wants_cpu(argv: list[str]) -> bool:
+    """``launch.device`` from the command line: auto (default) means CPU when no CUDA GPU is visible."""
+    choice = _argv_value(argv, "launch.device") or "auto"
+    if choice not in ("auto", "cpu", "gpu"):
+        raise SystemExit(f"launch.device={choice!r} is unknown; valid values: auto, cpu, gpu")
+    if choice == "auto":
+        import torch
+
+        return not torch.cuda.is_available()
+    return choice == "cpu"
+
+
+HYDRA_VALUE_FLAGS = {
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--experimental-rerun",
+}
+INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+
+
+def split_argv(args: list[str]) -> tuple[list[str], list[str]]:
+    """Hydra's command line -> (flags with their values, overrides); argparse wants overrides contiguous."""
+    flags, overrides, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("-"):
+            flags.append(arg)
+            takes_value = arg in HYDRA_VALUE_FLAGS or (
+                arg == "--info" and i + 1 < len(args) and args[i + 1] in INFO_VALUES
+            )
+            if takes_value and i + 1 < len(args):
+                flags.append(args[i + 1])
+                i += 1
+        else:
+            overrides.append(arg)
+        i += 1
+    return flags, overrides
+
+
+def prepare_argv(argv: list[str]) -> list[str]:
+    """Put recipes/ on Hydra's search path and, on CPU, the CPU preset before the user's overrides."""
+    program = argv[0]
+    flags, args = split_argv(argv[1:])
+    extra = []
+    if not any(a.startswith("hydra.searchpath") for a in args):
+        paths = ["pkg://verl.trainer.config"]
+        for candidate in (Path.cwd() / "recipes", REPO_RECIPES):
+            if candidate.is_dir() and f"file://{candidate}" not in paths:
+                paths.append(f"file://{candidate}")
+        extra.append(f"hydra.searchpath=[{','.join(paths)}]")
+    if wants_cpu(args):
+        from gdpo_verl.cpu import cpu_overrides
+
+        extra.extend(cpu_overrides())
+    return [program, *flags, *extra, *args]
+
+
+def apply_components(cfg: DictConfig) -> RewardSpec | None:
+    """Validate ``reward.gdpo`` and derive ``algorithm.gdpo_reward_{keys,weights,conditions}`` from it."""
+    spec = parse_spec(cfg.reward.get("gdpo"))
+    manager = cfg.reward.reward_manager.name
+    estimator = str(cfg.algorithm.adv_estimator)
+    if manager != "gdpo_multi":
+        if estimator == "gdpo" and not cfg.algorithm.get("gdpo_reward_keys"):
+            raise ValueError(
+                f"algorithm.adv_estimator=gdpo with reward.reward_manager.name={manager} needs "
+                "algorithm.gdpo_reward_keys (the keys your compute_score returns), or use "
+                "reward.reward_manager.name=gdpo_multi with reward.gdpo.components"
+            )
+        return None
+    if not spec.components:
+        raise ValueError(
+            "reward.reward_manager.name=gdpo_multi needs at least one entry in reward.gdpo.components "
+            "({name, path, fn, weight}); see recipes/ for examples"
+        )
+    resolve(spec)  # imports every reward function now: a bad path or name fails here, not in a worker
+    algo = cfg.algorithm
+    declared = algo.get("gdpo_reward_keys")
+    if declared and list(declared) != spec.names:
+        raise ValueError(
+            f"algorithm.gdpo_reward_keys={list(declared)} disagrees with reward.gdpo.components names "
+            f"{spec.names}; leave gdpo_reward_keys null (it is derived) or make them equal"
+        )
+    with open_dict(algo):
+        algo.gdpo_reward_keys = spec.names
+        if algo.get("gdpo_reward_weights") is None:
+            algo.gdpo_reward_weights = spec.weights
+        if algo.get("gdpo_reward_conditions") is None:
+            algo.gdpo_reward_conditions = spec.conditions
+    return spec
+
+
+def validate(cfg: DictConfig) -> None:
+    """Every check that needs no Ray: components, estimator settings, rollout engine, verl's own checks."""
+    apply_components(cfg)
+    if str(cfg.algorithm.adv_estimator) == "gdpo":
+        from gdpo_verl.estimator import GDPOSettings
+
+        GDPOSettings.from_config(cfg.algorithm)
+    from gdpo_verl.cpu import check_rollout_backend
+
+    check_rollout_backend(cfg)
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def _output_dir(cfg: DictConfig) -> Path:
+    if cfg.launch.get("output_dir"):
+        return Path(cfg.launch.output_dir).resolve()
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir).resolve()
+
+
+def prepare(cfg: DictConfig) -> Path:
+    """Fill run-time values (demo assets, output paths, worker env), validate, resolve. Returns the output dir."""
+    out = _output_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    with open_dict(cfg):
+        cfg.launch.output_dir = str(out)
+        if cfg.launch.get("demo"):
+            from gdpo_verl.demo.assets import ensure_demo_assets
+
+            assets = ensure_demo_assets()
+            cfg.actor_rollout_ref.model.path = str(assets.model_dir)
+            cfg.data.train_files = str(assets.train_parquet)
+            cfg.data.val_files = str(assets.val_parquet)
+        env = cfg.ray_kwargs.ray_init.setdefault("runtime_env", {}).setdefault("env_vars", {})
+        modules = [m for m in str(env.get("VERL_USE_EXTERNAL_MODULES", "")).split(",") if m]
+        env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*modules, PLUGIN_MODULE]))
+        env["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
+        if cfg.trainer.get("default_local_dir", "").startswith("checkpoints/"):
+            cfg.trainer.default_local_dir = str(out / "checkpoints")
+    validate(cfg)
+    OmegaConf.resolve(cfg)  # Ray workers have no Hydra resolvers
+    return out
+
+
+def run(cfg: DictConfig) -> Path:
+    """Validate, then train with verl's run_ppo; Ray is shut down afterwards (multirun-safe)."""
+    import importlib
+
+    import ray
+
+    out = prepare(cfg)
+    if cfg.launch.dry_run:
+        a = cfg.algorithm
+        print(
+            f"[gdpo-verl] dry run ok: adv_estimator={a.adv_estimator} seed={cfg.seed} "
+            f"components={list(a.get('gdpo_reward_keys') or [])} weights={list(a.get('gdpo_reward_weights') or [])} "
+            f"output_dir={out}",
+            flush=True,
+        )
+        return out
+    importlib.import_module(PLUGIN_MODULE)
+    os.environ["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
+    from verl.trainer.main_ppo import run_ppo
+
+    if cfg.trainer.use_v1:
+        from verl.trainer.main_ppo import TaskRunnerV1 as runner
+    else:
+        from verl.trainer.main_ppo_v0 import TaskRunner as runner
+    print(f"[gdpo-verl] {cfg.algorithm.adv_estimator} run -> {out}", flush=True)
+    try:
+        run_ppo(cfg, task_runner_class=runner)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    print(f"[gdpo-verl] done: metrics in {out / METRICS_FILE}", flush=True)
+    return out
+
+
+@hydra.main(config_path="config", config_name="demo", version_base=None)
+def _hydra_main(cfg: DictConfig) -> None:
+    run(cfg)
+
+
+def main() -> None:
+    sys.argv = prepare_argv(sys.argv)
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

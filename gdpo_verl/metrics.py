@@ -1,0 +1,80 @@
+"""Per-step GDPO metrics: per-component reward statistics, contributions, errors, and the collapse count.
+
+Computed by the estimator on each batch (cheap: (bs, K) tensors only) and logged through verl's tracking
+(console, file, tensorboard, wandb) under ``gdpo/...``:
+    gdpo/<name>/{mean,std,min,max}       raw score over non-missing samples
+    gdpo/<name>/missing_frac             fraction of samples where the component abstained (NaN)
+    gdpo/<name>/zero_var_group_frac      fraction of groups (>= 2 values) where it has zero variance
+    gdpo/<name>/contribution             mean |w_k * A_k| over samples (its share of the summed advantage)
+    gdpo/<name>/errors                   reward-function failures counted under on_error=nan
+    gdpo/source/<data_source>/<name>/mean
+    gdpo/collapse/distinct_gdpo          distinct per-response advantages (rounded to 1e-4) under GDPO ...
+    gdpo/collapse/distinct_grpo          ... and under GRPO on the same rewards (sum first), same batch
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from gdpo_verl.advantage import constant_groups, group_index, group_normalize
+
+ROUND = 1e-4
+
+
+def distinct_values(values: torch.Tensor, decimals: int = 4) -> int:
+    """Number of distinct entries of ``values`` (any shape) after rounding to ``decimals``."""
+    return int(torch.unique(torch.round(values.to(torch.float64), decimals=decimals)).numel())
+
+
+def step_metrics(
+    scores: torch.Tensor,
+    uids,
+    names: Sequence[str],
+    weights: Sequence[float],
+    *,
+    norm_by_std: bool = True,
+    epsilon: float = 1e-6,
+    data_source=None,
+    errors: dict[str, np.ndarray] | None = None,
+) -> dict[str, float]:
+    """scores: (bs, K) raw (after conditions), NaN = missing; uids: (bs,); data_source: (bs,) or None."""
+    scores = scores.to(torch.float64).cpu()
+    valid = ~torch.isnan(scores)
+    group, n = group_index(uids)
+    adv_k = group_normalize(scores, group, n, norm_by_std=norm_by_std, epsilon=epsilon)
+    w = torch.tensor(list(weights), dtype=torch.float64)
+    counts = torch.zeros(n, len(names), dtype=torch.float64).index_add_(0, group, valid.to(torch.float64))
+    flat_constant = constant_groups(scores, valid, group, n)
+    out: dict[str, float] = {}
+    for k, name in enumerate(names):
+        v = scores[valid[:, k], k]
+        if v.numel():
+            out[f"gdpo/{name}/mean"] = v.mean().item()
+            out[f"gdpo/{name}/std"] = v.std(unbiased=False).item()
+            out[f"gdpo/{name}/min"] = v.min().item()
+            out[f"gdpo/{name}/max"] = v.max().item()
+        out[f"gdpo/{name}/missing_frac"] = 1.0 - valid[:, k].double().mean().item()
+        multi = counts[:, k] >= 2
+        out[f"gdpo/{name}/zero_var_group_frac"] = (flat_constant[:, k] & multi).sum().item() / max(int(multi.sum()), 1)
+        out[f"gdpo/{name}/contribution"] = (w[k] * adv_k[:, k]).abs().mean().item()
+        if errors is not None and name in errors:
+            out[f"gdpo/{name}/errors"] = float(np.nansum(np.asarray(errors[name], dtype=np.float64)))
+    if data_source is not None:
+        codes, num_sources = group_index(np.asarray(data_source, dtype=object).astype(str))
+        labels = np.asarray(data_source, dtype=object).astype(str)
+        for i in range(num_sources):
+            rows = codes == i
+            source = labels[int(rows.nonzero()[0, 0])]
+            for k, name in enumerate(names):
+                v = scores[rows & valid[:, k], k]
+                if v.numel():
+                    out[f"gdpo/source/{source}/{name}/mean"] = v.mean().item()
+    gdpo = adv_k @ w
+    total = torch.nan_to_num(scores) @ w
+    grpo = group_normalize(total.unsqueeze(1), group, n, norm_by_std=norm_by_std, epsilon=epsilon)[:, 0]
+    out["gdpo/collapse/distinct_gdpo"] = float(distinct_values(gdpo))
+    out["gdpo/collapse/distinct_grpo"] = float(distinct_values(grpo))
+    return out
