@@ -77,7 +77,7 @@ class MultiRewardManager(RewardManagerBase):
     async def _call(self, call_id, fn, kwargs: dict):
         """Run one reward function in a worker thread with the configured time-out. Returns (result, error)."""
         try:
-            future = self.loop.run_in_executor(None, partial(fn, **kwargs))
+            future = asyncio.get_running_loop().run_in_executor(None, partial(fn, **kwargs))
             return await asyncio.wait_for(future, timeout=self.spec.timeout_s), None
         except asyncio.TimeoutError:
             return None, f"timed out after {self.spec.timeout_s} s"
@@ -88,7 +88,7 @@ class MultiRewardManager(RewardManagerBase):
         item = data[-1]  # multi-sequence outputs: score the last sequence, as verl's managers do
         response_ids = item.batch["responses"]
         valid = int(item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
-        text = await self.loop.run_in_executor(
+        text = await asyncio.get_running_loop().run_in_executor(
             None, lambda: self.tokenizer.decode(response_ids[:valid], skip_special_tokens=True)
         )
         data_source = item.non_tensor_batch.get("data_source", "unknown")

@@ -1,0 +1,1 @@
+"""Hydra configs of gdpo-verl (composed by ``python -m gdpo_verl.main``)."""

@@ -1,0 +1,159 @@
+"""Per-reward scores reach the ``gdpo`` estimator in both verl trainers; KL in reward; step metrics.
+
+The legacy trainer hands the estimator ``non_tensor_batch`` with the manager's columns; the V1 trainer hands it
+only uid/mask/rm_scores, so ``GDPOAdvantageMixin`` fetches ``extra_fields`` from TransferQueue. Here the V1
+parent's ``_compute_advantage`` is reproduced in a few lines (same inputs as verl's) and TransferQueue is a
+stub; the real path runs in the end-to-end tests.
+Run: .venv/bin/python -m pytest tests/test_trainer_glue_on_cpu.py
+"""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+from verl import DataProto
+from verl.trainer.ppo.ray_trainer import compute_advantage
+from verl.trainer.ppo.v1 import get_trainer_cls
+
+from gdpo_verl import estimator
+from gdpo_verl.advantage import gdpo_advantages
+from gdpo_verl.trainer import GDPOAdvantageMixin, columns_from_extra_fields
+
+NAN = float("nan")
+# manager output for 4 samples in 2 groups; sample 3 comes from a data source without "correctness"
+INFOS = [
+    {"format": 1.0, "correctness": 1.0, "gdpo_error_format": 0.0},
+    {"format": 0.0, "correctness": 0.0, "gdpo_error_format": 1.0},
+    {"format": 1.0, "correctness": 0.0, "gdpo_error_format": 0.0},
+    {"format": 0.0, "gdpo_error_format": 0.0},
+]
+SOURCES = ["math", "math", "chat", "chat"]
+UIDS = np.array(["a", "a", "b", "b"], dtype=object)
+
+
+def algo(**kw):
+    return OmegaConf.create(
+        {
+            "adv_estimator": "gdpo",
+            "gdpo_reward_keys": ["format", "correctness"],
+            "gdpo_reward_weights": [1.0, 2.0],
+            "norm_adv_by_std_in_grpo": True,
+            "use_kl_in_reward": False,
+            **kw,
+        }
+    )
+
+
+def expected(mask):
+    scores = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.0, NAN]])
+    return gdpo_advantages(scores, UIDS, mask, weights=[1.0, 2.0])
+
+
+def legacy_data(mask):
+    columns = columns_from_extra_fields([{"reward_extra_info": i} for i in INFOS], SOURCES)
+    tensors = {
+        "response_mask": mask,
+        "token_level_rewards": torch.zeros(mask.shape),
+        "token_level_scores": torch.zeros(mask.shape),
+    }
+    return DataProto.from_dict(tensors=tensors, non_tensors={"uid": UIDS, **columns})
+
+
+def test_columns_from_extra_fields_keeps_every_key_of_every_sample():
+    cols = columns_from_extra_fields([{"reward_extra_info": {"a": 1.0}}, {"reward_extra_info": {"b": 2.0}}, {}])
+    assert cols["a"].tolist() == [1.0, None, None] and cols["b"].tolist() == [None, 2.0, None]
+
+
+def test_legacy_path_uses_non_tensor_columns_with_weights_and_mixed_keys():
+    mask = torch.ones(4, 3, dtype=torch.int64)
+    out = compute_advantage(legacy_data(mask), "gdpo", config=algo())
+    assert torch.allclose(out.batch["advantages"], expected(mask), atol=1e-6)
+    metrics = estimator.pop_metrics()
+    assert metrics["gdpo/format/errors"] == 1.0
+    assert metrics["gdpo/correctness/missing_frac"] == pytest.approx(0.25)
+    assert metrics["gdpo/source/chat/format/mean"] == pytest.approx(0.5)
+    assert {"gdpo/collapse/distinct_gdpo", "gdpo/collapse/distinct_grpo"} <= set(metrics)
+
+
+def test_kl_in_reward_is_added_before_the_final_normalization_not_dropped():
+    mask = torch.ones(4, 3, dtype=torch.int64)
+    data = legacy_data(mask)
+    kl = torch.tensor([[0.0, -0.1, -0.1], [0.0, 0.0, -0.3], [0.0, 0.0, 0.0], [-0.2, 0.0, 0.0]])
+    data.batch["token_level_rewards"] = data.batch["token_level_scores"] + kl  # verl: rewards = scores - beta*kl
+    with_kl = compute_advantage(data, "gdpo", config=algo(use_kl_in_reward=True)).batch["advantages"]
+    scores = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.0, NAN]])
+    ref = gdpo_advantages(scores, UIDS, mask, weights=[1.0, 2.0], offset=kl.sum(-1))
+    assert torch.allclose(with_kl, ref, atol=1e-6) and not torch.allclose(with_kl, expected(mask), atol=1e-3)
+
+
+class FakeV1Parent:
+    """verl's V1 ``_compute_advantage`` inputs: only uid, response_mask, rm_scores from TransferQueue."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def _compute_advantage(self, batch, metrics):
+        data = DataProto.from_dict(
+            tensors={
+                "response_mask": batch.mask,
+                "token_level_scores": batch.rm_scores,
+                "token_level_rewards": batch.rm_scores,
+            },
+            non_tensors={"uid": UIDS},
+        )
+        return compute_advantage(data, self.config.algorithm.adv_estimator, config=self.config.algorithm)
+
+
+class Trainer(GDPOAdvantageMixin, FakeV1Parent):
+    pass
+
+
+def test_v1_mixin_fetches_extra_fields_and_supplies_them(monkeypatch):
+    mask = torch.ones(4, 3, dtype=torch.int64)
+    stored = {
+        "extra_fields": np.array([{"reward_extra_info": i} for i in INFOS], dtype=object),
+        "data_source": np.array(SOURCES, dtype=object),
+    }
+    fetched = []
+
+    def kv_batch_get(keys, partition_id, select_fields):
+        fetched.append(select_fields)
+        return {f: stored[f] for f in select_fields}
+
+    monkeypatch.setitem(sys.modules, "transfer_queue", types.SimpleNamespace(kv_batch_get=kv_batch_get))
+    batch = types.SimpleNamespace(
+        keys=["k0", "k1", "k2", "k3"], partition_id="train", mask=mask, rm_scores=torch.zeros(4, 3)
+    )
+    metrics = {}
+    out = Trainer(OmegaConf.create({"algorithm": algo()}))._compute_advantage(batch, metrics)
+    assert fetched == [["extra_fields", "data_source"]]
+    assert torch.allclose(out.batch["advantages"], expected(mask), atol=1e-6)
+    assert metrics["gdpo/format/errors"] == 1.0 and "gdpo/source/math/correctness/mean" in metrics
+
+
+def test_v1_mixin_stays_out_of_the_way_for_other_estimators(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transfer_queue", types.SimpleNamespace(kv_batch_get=None))
+    mask = torch.ones(4, 3, dtype=torch.int64)
+    batch = types.SimpleNamespace(keys=[], partition_id="train", mask=mask, rm_scores=torch.rand(4, 3))
+    out = Trainer(OmegaConf.create({"algorithm": algo(adv_estimator="grpo")}))._compute_advantage(batch, {})
+    assert torch.isfinite(out.batch["advantages"]).all()
+
+
+def test_every_registered_v1_trainer_mode_carries_the_mixin():
+    for mode in ("sync", "colocate_async", "separate_async"):
+        assert issubclass(get_trainer_cls(mode), GDPOAdvantageMixin)
+
+
+def test_tracking_log_merges_metrics_left_by_the_estimator(tmp_path, monkeypatch):
+    from verl.utils.tracking import Tracking
+
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / "m.jsonl"))
+    tracker = Tracking(project_name="p", experiment_name="e", default_backend=["file"])
+    compute_advantage(legacy_data(torch.ones(4, 3, dtype=torch.int64)), "gdpo", config=algo())
+    tracker.log({"actor/loss": 1.0}, step=1)
+    tracker.finish()
+    line = (tmp_path / "m.jsonl").read_text()
+    assert '"actor/loss"' in line and '"gdpo/format/mean"' in line
