@@ -21,9 +21,6 @@ KL in reward (``algorithm.use_kl_in_reward=true``): verl subtracts the per-token
 ``token_level_rewards``; the estimator adds that penalty's per-response sum,
 ``(token_level_rewards - token_level_scores).sum(-1)``, to the weighted sum of normalized rewards before the
 final normalization, so it is never dropped (it stays unnormalized, as in GRPO with KL in reward).
-
-Each call leaves ``gdpo_verl.metrics.step_metrics`` of its batch for ``pop_metrics()``; the trainer glue
-logs them with the step's other metrics.
 """
 
 from __future__ import annotations
@@ -55,8 +52,6 @@ BACKENDS = ("fast", "verl")
 
 
 _SUPPLIED: dict[str, np.ndarray] = {}
-_METRICS: dict[str, float] = {}
-ERROR_PREFIX = "gdpo_error_"  # the multi-reward manager's per-component error flags
 
 
 @contextlib.contextmanager
@@ -69,13 +64,6 @@ def supplied_columns(columns: Mapping[str, np.ndarray]):
         yield
     finally:
         _SUPPLIED.clear()
-
-
-def pop_metrics() -> dict[str, float]:
-    """The metrics of the last estimator call in this process (then forgotten)."""
-    out = dict(_METRICS)
-    _METRICS.clear()
-    return out
 
 
 def _get(config, key, default=None):
@@ -230,7 +218,6 @@ def compute_gdpo_advantage(
     offset = None
     if _get(config, "use_kl_in_reward", False) and batch is not None and "token_level_scores" in batch.keys():
         offset = (token_level_rewards - batch["token_level_scores"]).sum(-1)
-    _record_metrics(scores, index, settings, columns)
     if settings.backend == "verl":
         if offset is not None:
             raise ValueError("algorithm.gdpo_backend=verl does not take use_kl_in_reward; use gdpo_backend=fast")
@@ -248,25 +235,6 @@ def compute_gdpo_advantage(
             offset=offset,
         )
     return adv, adv
-
-
-def _record_metrics(scores: torch.Tensor, index, settings: GDPOSettings, columns: Mapping) -> None:
-    from gdpo_verl.metrics import step_metrics
-
-    errors = {k: columns[ERROR_PREFIX + k] for k in settings.keys if ERROR_PREFIX + k in columns}
-    _METRICS.clear()
-    _METRICS.update(
-        step_metrics(
-            apply_conditions(scores, settings.conditions),
-            index,
-            settings.keys,
-            settings.weights,
-            norm_by_std=settings.norm_by_std,
-            epsilon=settings.epsilon,
-            data_source=columns.get("data_source"),
-            errors=errors,
-        )
-    )
 
 
 def register() -> None:

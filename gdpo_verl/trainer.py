@@ -1,26 +1,54 @@
-"""verl trainer glue: per-reward scores to the ``gdpo`` estimator in the V1 trainer, GDPO metrics in both.
+"""verl trainer glue: per-reward scores to the ``gdpo`` estimator in the V1 trainer; per-reward metrics in both.
 
 verl 0.9.1's V1 trainer (``trainer.use_v1=true``, the default) builds the estimator's input from a fixed
 list of TransferQueue fields (uid, response_mask, rm_scores, log-probs, values), so the reward manager's
 per-sample output never reaches the estimator there. ``install()`` (called by the plugin at ``import verl``)
-wraps every registered V1 trainer mode in ``GDPOAdvantageMixin``, which fetches ``extra_fields`` (where
-the reward loop keeps each sample's ``reward_extra_info``) and ``data_source`` for the batch and supplies
-them to the estimator. The legacy trainer already passes them in ``non_tensor_batch``.
+wraps every registered V1 trainer mode in ``GDPOAdvantageMixin``, which fetches ``extra_fields`` (where the
+reward loop keeps each sample's ``reward_extra_info``) and ``data_source`` for the batch and supplies them to
+the estimator. The legacy trainer already passes them in ``non_tensor_batch``.
 
-Metrics: the estimator leaves its step metrics for ``pop_metrics()``; the V1 mixin adds them to the step's
-metrics; for the legacy trainer, whose metrics dict is local to its fit loop, ``Tracking.log`` merges any
-left over into the next logged step (the same step: advantages are computed before the step is logged).
+Metrics (``gdpo_verl.metrics``) are logged for every estimator (so the GRPO baseline shows the same
+per-reward curves) whenever ``algorithm.gdpo_reward_keys`` is set: the V1 mixin adds them to the step's
+metrics; for the legacy trainer, ``compute_data_metrics`` (called once per step with the batch) is wrapped to
+add them, with the algorithm config taken from the running ``RayPPOTrainer.fit``.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import numpy as np
 
 from gdpo_verl import estimator
+from gdpo_verl.advantage import apply_conditions
+from gdpo_verl.metrics import step_metrics
 
 WRAPPED_MARK = "_gdpo_verl_wrapped"
+ERROR_PREFIX = "gdpo_error_"  # the multi-reward manager's per-component error flags
+_LEGACY = {}  # the legacy trainer's algorithm config while its fit() runs in this process
+
+
+def reward_metrics(columns: Mapping, uids, algorithm) -> dict[str, float]:
+    """Per-reward step metrics from per-response columns; {} when no components are configured."""
+    if algorithm is None or not algorithm.get("gdpo_reward_keys") or uids is None:
+        return {}
+    settings = estimator.GDPOSettings.from_config(algorithm)
+    missing = [k for k in settings.keys if k not in columns]
+    if missing:
+        return {}
+    scores = estimator.collect_scores(settings.keys, None, columns, len(uids), "cpu")
+    errors = {k: columns[ERROR_PREFIX + k] for k in settings.keys if ERROR_PREFIX + k in columns}
+    return step_metrics(
+        apply_conditions(scores, settings.conditions),
+        uids,
+        settings.keys,
+        settings.weights,
+        norm_by_std=settings.norm_by_std,
+        epsilon=settings.epsilon,
+        data_source=columns.get("data_source"),
+        errors=errors,
+    )
 
 
 def columns_from_extra_fields(extra_fields: list, data_source=None) -> dict[str, np.ndarray]:
@@ -36,15 +64,16 @@ def columns_from_extra_fields(extra_fields: list, data_source=None) -> dict[str,
 
 
 class GDPOAdvantageMixin:
-    """Mixed into each V1 ``PPOTrainer`` mode; active only when ``algorithm.adv_estimator == gdpo``."""
+    """Mixed into each V1 ``PPOTrainer`` mode: supplies per-reward columns to ``gdpo``, logs reward metrics."""
 
     def _compute_advantage(self, batch, metrics: dict):
-        if str(self.config.algorithm.adv_estimator) != estimator.NAME:
+        algorithm = self.config.algorithm
+        if str(algorithm.adv_estimator) != estimator.NAME and not algorithm.get("gdpo_reward_keys"):
             return super()._compute_advantage(batch, metrics)
         import transfer_queue as tq
 
         data = tq.kv_batch_get(
-            keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields", "data_source"]
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid", "extra_fields", "data_source"]
         )
         sources = data["data_source"]
         columns = columns_from_extra_fields(
@@ -52,7 +81,8 @@ class GDPOAdvantageMixin:
         )
         with estimator.supplied_columns(columns):
             batch = super()._compute_advantage(batch, metrics)
-        metrics.update(estimator.pop_metrics())
+        uids = data["uid"]
+        metrics.update(reward_metrics(columns, np.asarray(uids.tolist(), dtype=object), algorithm))
         return batch
 
 
@@ -66,23 +96,31 @@ def _wrap_v1_trainers() -> None:
         trainer_base.TRAINER_REGISTRY[mode] = wrapped
 
 
-def _wrap_tracking() -> None:
-    from verl.utils.tracking import Tracking
+def _wrap_legacy_trainer() -> None:
+    from verl.trainer.ppo import ray_trainer
 
-    if getattr(Tracking.log, WRAPPED_MARK, False):
+    if getattr(ray_trainer.compute_data_metrics, WRAPPED_MARK, False):
         return
-    original = Tracking.log
+    original_metrics, original_fit = ray_trainer.compute_data_metrics, ray_trainer.RayPPOTrainer.fit
 
-    @functools.wraps(original)
-    def log(self, data, step, backend=None):
-        pending = estimator.pop_metrics()
-        return original(self, {**data, **pending} if pending else data, step, backend=backend)
+    @functools.wraps(original_metrics)
+    def compute_data_metrics(batch, *args, **kwargs):
+        out = original_metrics(batch, *args, **kwargs)
+        columns = batch.non_tensor_batch
+        out.update(reward_metrics(columns, columns.get("uid"), _LEGACY.get("algorithm")))
+        return out
 
-    setattr(log, WRAPPED_MARK, True)
-    Tracking.log = log
+    @functools.wraps(original_fit)
+    def fit(self, *args, **kwargs):
+        _LEGACY["algorithm"] = self.config.algorithm
+        return original_fit(self, *args, **kwargs)
+
+    setattr(compute_data_metrics, WRAPPED_MARK, True)
+    ray_trainer.compute_data_metrics = compute_data_metrics
+    ray_trainer.RayPPOTrainer.fit = fit
 
 
 def install() -> None:
-    """Idempotent: wrap the V1 trainer modes and verl's tracking logger (see the module docstring)."""
+    """Idempotent: wrap the V1 trainer modes and the legacy trainer's metrics (see the module docstring)."""
     _wrap_v1_trainers()
-    _wrap_tracking()
+    _wrap_legacy_trainer()

@@ -18,9 +18,8 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.v1 import get_trainer_cls
 
-from gdpo_verl import estimator
 from gdpo_verl.advantage import gdpo_advantages
-from gdpo_verl.trainer import GDPOAdvantageMixin, columns_from_extra_fields
+from gdpo_verl.trainer import GDPOAdvantageMixin, columns_from_extra_fields, reward_metrics
 
 NAN = float("nan")
 # manager output for 4 samples in 2 groups; sample 3 comes from a data source without "correctness"
@@ -71,11 +70,30 @@ def test_legacy_path_uses_non_tensor_columns_with_weights_and_mixed_keys():
     mask = torch.ones(4, 3, dtype=torch.int64)
     out = compute_advantage(legacy_data(mask), "gdpo", config=algo())
     assert torch.allclose(out.batch["advantages"], expected(mask), atol=1e-6)
-    metrics = estimator.pop_metrics()
-    assert metrics["gdpo/format/errors"] == 1.0
-    assert metrics["gdpo/correctness/missing_frac"] == pytest.approx(0.25)
-    assert metrics["gdpo/source/chat/format/mean"] == pytest.approx(0.5)
-    assert {"gdpo/collapse/distinct_gdpo", "gdpo/collapse/distinct_grpo"} <= set(metrics)
+
+
+def test_reward_metrics_per_component_errors_sources_and_collapse_for_any_estimator():
+    data = legacy_data(torch.ones(4, 3, dtype=torch.int64))
+    for adv_estimator in ("gdpo", "grpo"):
+        metrics = reward_metrics(data.non_tensor_batch, UIDS, algo(adv_estimator=adv_estimator))
+        assert metrics["gdpo/format/errors"] == 1.0
+        assert metrics["gdpo/format/mean"] == pytest.approx(0.5)
+        assert metrics["gdpo/correctness/missing_frac"] == pytest.approx(0.25)
+        assert metrics["gdpo/source/chat/format/mean"] == pytest.approx(0.5)
+        # group a: format (1,0) and correctness (1,0) -> both vary; group b: format (1,0) varies
+        assert metrics["gdpo/format/zero_var_group_frac"] == 0.0
+        assert {"gdpo/collapse/distinct_gdpo", "gdpo/collapse/distinct_grpo"} <= set(metrics)
+    assert reward_metrics(data.non_tensor_batch, UIDS, algo(gdpo_reward_keys=None)) == {}
+
+
+def test_legacy_trainer_metrics_hook_is_installed_once():
+    from verl.trainer.ppo import ray_trainer
+
+    from gdpo_verl.trainer import WRAPPED_MARK, install
+
+    install()
+    assert getattr(ray_trainer.compute_data_metrics, WRAPPED_MARK) is True
+    assert ray_trainer.compute_data_metrics.__wrapped__.__module__ == "verl.trainer.ppo.metric_utils"
 
 
 def test_kl_in_reward_is_added_before_the_final_normalization_not_dropped():
@@ -111,11 +129,13 @@ class Trainer(GDPOAdvantageMixin, FakeV1Parent):
     pass
 
 
-def test_v1_mixin_fetches_extra_fields_and_supplies_them(monkeypatch):
+@pytest.mark.parametrize("adv_estimator", ["gdpo", "grpo"])
+def test_v1_mixin_fetches_extra_fields_supplies_them_and_logs_metrics(monkeypatch, adv_estimator):
     mask = torch.ones(4, 3, dtype=torch.int64)
     stored = {
         "extra_fields": np.array([{"reward_extra_info": i} for i in INFOS], dtype=object),
         "data_source": np.array(SOURCES, dtype=object),
+        "uid": UIDS,
     }
     fetched = []
 
@@ -128,32 +148,23 @@ def test_v1_mixin_fetches_extra_fields_and_supplies_them(monkeypatch):
         keys=["k0", "k1", "k2", "k3"], partition_id="train", mask=mask, rm_scores=torch.zeros(4, 3)
     )
     metrics = {}
-    out = Trainer(OmegaConf.create({"algorithm": algo()}))._compute_advantage(batch, metrics)
-    assert fetched == [["extra_fields", "data_source"]]
-    assert torch.allclose(out.batch["advantages"], expected(mask), atol=1e-6)
+    out = Trainer(OmegaConf.create({"algorithm": algo(adv_estimator=adv_estimator)}))._compute_advantage(batch, metrics)
+    assert fetched == [["uid", "extra_fields", "data_source"]]
+    if adv_estimator == "gdpo":
+        assert torch.allclose(out.batch["advantages"], expected(mask), atol=1e-6)
     assert metrics["gdpo/format/errors"] == 1.0 and "gdpo/source/math/correctness/mean" in metrics
 
 
-def test_v1_mixin_stays_out_of_the_way_for_other_estimators(monkeypatch):
-    monkeypatch.setitem(sys.modules, "transfer_queue", types.SimpleNamespace(kv_batch_get=None))
+def test_v1_mixin_stays_out_of_the_way_without_components(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transfer_queue", types.SimpleNamespace(kv_batch_get=None))  # never called
     mask = torch.ones(4, 3, dtype=torch.int64)
     batch = types.SimpleNamespace(keys=[], partition_id="train", mask=mask, rm_scores=torch.rand(4, 3))
-    out = Trainer(OmegaConf.create({"algorithm": algo(adv_estimator="grpo")}))._compute_advantage(batch, {})
-    assert torch.isfinite(out.batch["advantages"]).all()
+    config = OmegaConf.create({"algorithm": algo(adv_estimator="grpo", gdpo_reward_keys=None)})
+    metrics = {}
+    out = Trainer(config)._compute_advantage(batch, metrics)
+    assert torch.isfinite(out.batch["advantages"]).all() and metrics == {}
 
 
 def test_every_registered_v1_trainer_mode_carries_the_mixin():
     for mode in ("sync", "colocate_async", "separate_async"):
         assert issubclass(get_trainer_cls(mode), GDPOAdvantageMixin)
-
-
-def test_tracking_log_merges_metrics_left_by_the_estimator(tmp_path, monkeypatch):
-    from verl.utils.tracking import Tracking
-
-    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / "m.jsonl"))
-    tracker = Tracking(project_name="p", experiment_name="e", default_backend=["file"])
-    compute_advantage(legacy_data(torch.ones(4, 3, dtype=torch.int64)), "gdpo", config=algo())
-    tracker.log({"actor/loss": 1.0}, step=1)
-    tracker.finish()
-    line = (tmp_path / "m.jsonl").read_text()
-    assert '"actor/loss"' in line and '"gdpo/format/mean"' in line
