@@ -91,12 +91,12 @@ def prepare_argv(argv: list[str]) -> list[str]:
     program = argv[0]
     flags, args = split_argv(argv[1:])
     extra = []
+    recipes = next((c for c in (Path.cwd() / "recipes", REPO_RECIPES) if c.is_dir()), None)
+    if recipes is not None and not any(f in flags for f in ("--config-dir", "-cd")):
+        # Hydra looks the primary config up before it reads hydra.searchpath, so recipes need --config-dir.
+        flags = [*flags, "--config-dir", str(recipes)]
     if not any(a.startswith("hydra.searchpath") for a in args):
-        paths = ["pkg://verl.trainer.config"]
-        for candidate in (Path.cwd() / "recipes", REPO_RECIPES):
-            if candidate.is_dir() and f"file://{candidate}" not in paths:
-                paths.append(f"file://{candidate}")
-        extra.append(f"hydra.searchpath=[{','.join(paths)}]")
+        extra.append("hydra.searchpath=[pkg://verl.trainer.config]")
     if wants_cpu(args):
         from gdpo_verl.cpu import cpu_overrides
 

@@ -1,0 +1,148 @@
+"""Shared pieces of the data-prep scripts: reading records, verl's row schema, bad-row accounting, atomic writes.
+
+verl reads parquet rows with ``data_source`` (str), ``prompt`` (a chat: list of {role, content}), ``ability``
+(str), ``reward_model`` ({style: "rule", ground_truth: str}) and ``extra_info`` (here {split, index}). Every
+script here writes exactly that schema (``SCHEMA``), so the output does not depend on type inference.
+
+Bad input: each script validates every record, counts malformed ones by reason and prints the counts; it
+fails (exit status 2, nothing written) unless ``--skip-bad`` is given, which drops them. Output is written
+to a temporary file in the target directory and moved into place with ``os.replace``, so a reader never sees
+a half-written file; the same input gives byte-identical output on every run.
+This module is a library; run a task's script instead (see ``data_prep/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+PROMPT_TYPE = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+SCHEMA = pa.schema(
+    [
+        ("data_source", pa.string()),
+        ("prompt", PROMPT_TYPE),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64())])),
+    ]
+)
+
+
+class BadRecord(ValueError):
+    """A malformed input record; the message is its reason (counted, reported, dropped with --skip-bad)."""
+
+
+def default_out_dir(task: str) -> Path:
+    """``$GDPO_DATA/<task>``, by default ``~/data/gdpo/<task>`` (where the recipes look)."""
+    return Path(os.environ.get("GDPO_DATA", Path.home() / "data" / "gdpo")) / task
+
+
+def arg_parser(description: str, task: str) -> argparse.ArgumentParser:
+    """A parser with the options every script shares: ``--out`` and ``--skip-bad``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=default_out_dir(task), help="output directory")
+    parser.add_argument("--skip-bad", action="store_true", help="drop malformed records instead of failing")
+    return parser
+
+
+def read_records(path: str | Path) -> list[Any]:
+    """Records of a ``.json`` (a list), ``.jsonl`` (one per line) or ``.parquet`` file.
+
+    A jsonl line that is not JSON becomes a ``BadRecord`` in the list, to be counted like any bad record.
+    """
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pylist()
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        records: list[Any] = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except ValueError as e:
+                records.append(BadRecord(f"line {number} is not JSON ({e.msg})"))
+        return records
+    data = json.loads(text)
+    if not isinstance(data, list):
+        raise SystemExit(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    return data
+
+
+def require_text(record: Any, key: str, allow_empty: bool = False) -> str:
+    """``record[key]`` as a string, or ``BadRecord`` naming what is wrong."""
+    if not isinstance(record, dict):
+        raise BadRecord(f"record is a {type(record).__name__}, not an object")
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise BadRecord(f"field {key!r} is {'missing' if value is None else type(value).__name__}, not a string")
+    if not allow_empty and not value.strip():
+        raise BadRecord(f"field {key!r} is empty")
+    return value
+
+
+def verl_row(
+    data_source: str, prompt: list[dict[str, str]], ability: str, ground_truth: str, split: str, index: int
+) -> dict[str, Any]:
+    """One parquet row in verl's format."""
+    return {
+        "data_source": data_source,
+        "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
+        "ability": ability,
+        "reward_model": {"style": "rule", "ground_truth": ground_truth},
+        "extra_info": {"split": split, "index": index},
+    }
+
+
+def convert(records: Iterable[Any], to_row: Callable[[Any, int], dict], bad: Counter) -> list[dict]:
+    """Rows of the valid records (``to_row(record, index)``, index counting valid rows); reasons into ``bad``."""
+    rows: list[dict] = []
+    for record in records:
+        try:
+            if isinstance(record, BadRecord):
+                raise record
+            rows.append(to_row(record, len(rows)))
+        except BadRecord as e:
+            bad[str(e)] += 1
+    return rows
+
+
+def report(task: str, total: int, bad: Counter, skip_bad: bool, splits: dict[str, list]) -> None:
+    """Print what was read and kept; exit with status 2 (nothing written) on bad records without --skip-bad."""
+    n_bad = sum(bad.values())
+    print(f"{task}: {total} records read, {n_bad} malformed")
+    for reason, count in bad.most_common():
+        print(f"  {count:6d}  {reason}")
+    if n_bad and not skip_bad:
+        print(f"{task}: refusing to write with malformed records; fix the input or pass --skip-bad", file=sys.stderr)
+        raise SystemExit(2)
+    print(f"{task}: " + ", ".join(f"{name} {len(rows)}" for name, rows in splits.items()))
+
+
+def write_parquet(rows: list[dict], path: Path) -> None:
+    """Write ``rows`` with ``SCHEMA`` atomically: a temporary file in the same directory, then ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_splits(out_dir: Path, splits: dict[str, list[dict]]) -> None:
+    """``<out_dir>/<split>.parquet`` for each split, then print where they went."""
+    for name, rows in splits.items():
+        write_parquet(rows, out_dir / f"{name}.parquet")
+    print(f"wrote {', '.join(str(out_dir / f'{name}.parquet') for name in splits)}")

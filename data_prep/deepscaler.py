@@ -1,0 +1,83 @@
+"""DeepScaleR (train) and AIME 2024 (test) -> verl parquet, for the math-with-a-length-budget recipes.
+
+Each record ``{problem, answer}`` becomes a single user turn: the problem followed by DeepScaleR's
+instruction "Let's think step by step and output the final answer within \\boxed{}." (no system prompt), with
+the answer as ground truth. Train rows have data_source ``deepscaler``, test rows ``aime2024``.
+
+Sources: local files (``.parquet``, ``.jsonl`` or ``.json`` with ``problem`` and ``answer`` columns) given
+with ``--train-file`` and ``--test-file``; without them the Hugging Face datasets
+``agentica-org/DeepScaleR-Preview-Dataset`` and ``HuggingFaceH4/aime_2024`` are downloaded with ``datasets``
+(needs network). Malformed records (a missing or empty problem or answer) are counted by reason; the run
+fails unless ``--skip-bad`` drops them. Run from the repository root:
+
+    python -m data_prep.deepscaler                                   # download -> ~/data/gdpo/deepscaler/
+    python -m data_prep.deepscaler --train-file dsr.parquet --test-file aime24.jsonl --out data/deepscaler
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from data_prep.common import BadRecord, arg_parser, convert, read_records, report, require_text, verl_row, write_splits
+
+TASK = "deepscaler"
+INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+SOURCES = {  # split -> (data_source, Hugging Face dataset, its split)
+    "train": ("deepscaler", "agentica-org/DeepScaleR-Preview-Dataset", "train"),
+    "test": ("aime2024", "HuggingFaceH4/aime_2024", "train"),
+}
+
+
+def answer_text(record: Any) -> str:
+    """The answer as a string (AIME answers may be stored as numbers)."""
+    if isinstance(record, dict) and isinstance(record.get("answer"), numbers.Number):
+        return str(record["answer"])
+    return require_text(record, "answer").strip()
+
+
+def to_row(split: str):
+    """The record -> row function of one split."""
+
+    def convert_record(record: Any, index: int) -> dict:
+        problem = require_text(record, "problem")
+        answer = answer_text(record)
+        if not answer:
+            raise BadRecord("field 'answer' is empty")
+        prompt = [{"role": "user", "content": f"{problem.strip()} {INSTRUCTION}"}]
+        return verl_row(SOURCES[split][0], prompt, "math", answer, split, index)
+
+    return convert_record
+
+
+def load_split(local: Path | None, split: str) -> list[Any]:
+    """Records of a local file, or of the split's Hugging Face dataset when no file is given."""
+    if local is not None:
+        try:
+            return read_records(local)
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"{local}: cannot read: {e}") from None
+    import datasets  # imported here: only the download path needs it
+
+    _, name, hf_split = SOURCES[split]
+    return list(datasets.load_dataset(name, split=hf_split))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arg_parser(__doc__.splitlines()[0], TASK)
+    parser.add_argument("--train-file", type=Path, help="local DeepScaleR records (default: download)")
+    parser.add_argument("--test-file", type=Path, help="local AIME 2024 records (default: download)")
+    args = parser.parse_args(argv)
+    raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in SOURCES}
+    bad: Counter = Counter()
+    splits = {split: convert(records, to_row(split), bad) for split, records in raw.items()}
+    report(TASK, sum(map(len, raw.values())), bad, args.skip_bad, splits)
+    write_splits(args.out, splits)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,94 @@
+"""Eurus-2-RL code problems -> verl parquet, for the code-reasoning recipes (pass rate, bug-free, length).
+
+Eurus-2-RL-Data (PRIME) is already in verl's format; this keeps its ``ability == "code"`` rows (math rows are
+skipped and counted as such), checks each one and rewrites it in this project's schema: the chat prompt as
+it is, the test cases (JSON ``{"inputs", "outputs", "fn_name"?}``) as ground truth, the original
+data_source (``taco``, ``codecontests``, ``apps``, ...). ``validation`` becomes ``test.parquet``.
+
+Sources: local parquet files given with ``--train-file`` and ``--test-file``; without them the Hugging Face
+dataset ``PRIME-RL/Eurus-2-RL-Data`` is downloaded with ``datasets`` (needs network). Malformed code rows
+(no chat prompt, test cases that are not JSON or not equally long non-empty input/output lists) are
+counted by reason; the run fails unless ``--skip-bad`` drops them. Run from the repository root:
+
+    python -m data_prep.eurus_code                                   # download -> ~/data/gdpo/code/
+    python -m data_prep.eurus_code --train-file train.parquet --test-file validation.parquet --out data/code
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from data_prep.common import BadRecord, arg_parser, convert, read_records, report, require_text, verl_row, write_splits
+from gdpo_verl.rewards.code import parse_tests
+
+TASK = "code"
+HF_DATASET = "PRIME-RL/Eurus-2-RL-Data"
+HF_SPLITS = {"train": "train", "test": "validation"}
+
+
+def is_code(record: Any) -> bool:
+    """Code rows, and unreadable ones (to be counted as malformed rather than skipped)."""
+    return isinstance(record, BadRecord) or (isinstance(record, dict) and record.get("ability") == "code")
+
+
+def chat(record: dict) -> list[dict[str, str]]:
+    """The record's prompt as a list of {role, content}, or ``BadRecord``."""
+    prompt = record.get("prompt")
+    if not isinstance(prompt, list) or not prompt:
+        raise BadRecord("prompt is not a non-empty chat list")
+    for message in prompt:
+        if not isinstance(message, dict) or not all(isinstance(message.get(k), str) for k in ("role", "content")):
+            raise BadRecord("a prompt message lacks a string role or content")
+    return [{"role": m["role"], "content": m["content"]} for m in prompt]
+
+
+def to_row(split: str):
+    """The record -> row function of one split (code records only)."""
+
+    def convert_record(record: Any, index: int) -> dict:
+        data_source = require_text(record, "data_source")
+        reward_model = record.get("reward_model")
+        ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
+        if not isinstance(ground_truth, str):
+            raise BadRecord("reward_model.ground_truth is not a string")
+        try:
+            parse_tests(ground_truth)
+        except (ValueError, TypeError, RecursionError) as e:
+            raise BadRecord(f"test cases are malformed ({type(e).__name__})") from None
+        return verl_row(data_source, chat(record), "code", ground_truth, split, index)
+
+    return convert_record
+
+
+def load_split(local: Path | None, split: str) -> list[Any]:
+    """Records of a local file, or of the Hugging Face dataset's split when no file is given."""
+    if local is not None:
+        try:
+            return read_records(local)
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"{local}: cannot read: {e}") from None
+    import datasets  # imported here: only the download path needs it
+
+    return list(datasets.load_dataset(HF_DATASET, split=HF_SPLITS[split]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arg_parser(__doc__.splitlines()[0], TASK)
+    parser.add_argument("--train-file", type=Path, help="local Eurus-2-RL-Data train.parquet (default: download)")
+    parser.add_argument("--test-file", type=Path, help="local Eurus-2-RL-Data validation.parquet (default: download)")
+    args = parser.parse_args(argv)
+    raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in HF_SPLITS}
+    bad: Counter = Counter()
+    splits = {split: convert(filter(is_code, records), to_row(split), bad) for split, records in raw.items()}
+    skipped = sum(not is_code(r) for records in raw.values() for r in records)
+    print(f"{TASK}: {skipped} non-code records skipped")
+    report(TASK, sum(map(len, raw.values())), bad, args.skip_bad, splits)
+    write_splits(args.out, splits)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

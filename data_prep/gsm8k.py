@@ -1,0 +1,75 @@
+"""GSM8K -> verl parquet, for the three-reward math recipes (correctness, integer, format).
+
+Each record ``{question, answer}`` becomes a prompt of system(the paper's ``SYSTEM_PROMPT``, asking for
+``<think>...</think>\\n<answer>...</answer>``) + user(question), with the number after ``####`` in ``answer``
+as ground truth (data_source ``openai/gsm8k``). Splits keep GSM8K's train/test split and order.
+
+Sources: local files (``.parquet``, ``.jsonl`` or ``.json`` with ``question`` and ``answer`` columns) given
+with ``--train-file`` and ``--test-file``; without them the Hugging Face dataset ``openai/gsm8k`` (config
+``main``) is downloaded with ``datasets`` (needs network). Malformed records (a missing or empty field, an
+answer without ``####`` or with nothing after it) are counted by reason; the run fails unless
+``--skip-bad`` drops them. Run from the repository root:
+
+    python -m data_prep.gsm8k                                        # download -> ~/data/gdpo/gsm8k/
+    python -m data_prep.gsm8k --train-file train.jsonl --test-file test.jsonl --out data/gsm8k
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from data_prep.common import BadRecord, arg_parser, convert, read_records, report, require_text, verl_row, write_splits
+from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT
+
+TASK = "gsm8k"
+DATA_SOURCE = "openai/gsm8k"
+HF_DATASET = ("openai/gsm8k", "main")
+
+
+def to_row(split: str):
+    """The record -> row function of one split."""
+
+    def convert_record(record: Any, index: int) -> dict:
+        question = require_text(record, "question")
+        answer = require_text(record, "answer")
+        if "####" not in answer:
+            raise BadRecord("answer has no '####' line")
+        number = answer.split("####")[1].strip()
+        if not number:
+            raise BadRecord("answer has nothing after '####'")
+        prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
+        return verl_row(DATA_SOURCE, prompt, "math", number, split, index)
+
+    return convert_record
+
+
+def load_split(local: Path | None, split: str) -> list[Any]:
+    """Records of a local file, or of the Hugging Face dataset's split when no file is given."""
+    if local is not None:
+        try:
+            return read_records(local)
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"{local}: cannot read: {e}") from None
+    import datasets  # imported here: only the download path needs it
+
+    return list(datasets.load_dataset(*HF_DATASET, split=split))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arg_parser(__doc__.splitlines()[0], TASK)
+    parser.add_argument("--train-file", type=Path, help="local GSM8K train split (default: download)")
+    parser.add_argument("--test-file", type=Path, help="local GSM8K test split (default: download)")
+    args = parser.parse_args(argv)
+    raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in ("train", "test")}
+    bad: Counter = Counter()
+    splits = {split: convert(records, to_row(split), bad) for split, records in raw.items()}
+    report(TASK, sum(map(len, raw.values())), bad, args.skip_bad, splits)
+    write_splits(args.out, splits)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,239 @@
+"""Data prep (data_prep/*) on small fixture files written here: schema, bad rows, atomic and idempotent output.
+
+Each script's output is read back with verl's own ``RLHFDataset`` (the reader verl's trainer uses), so the
+files are checked against what verl expects, not only against our schema. Run:
+python -m pytest tests/test_data_prep_on_cpu.py
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # data_prep is a top-level folder of the repository, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from data_prep import common, deepscaler, eurus_code, gsm8k, toolcall  # noqa: E402
+from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT  # noqa: E402
+
+
+def write_json(path: Path, records) -> Path:
+    path.write_text(json.dumps(records))
+    return path
+
+
+def write_jsonl(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_parquet(path: Path, records: list[dict]) -> Path:
+    pq.write_table(pa.Table.from_pylist(records), path)
+    return path
+
+
+def rows(path: Path) -> list[dict]:
+    return pq.read_table(path).to_pylist()
+
+
+def tool_record(i: int) -> dict:
+    call = {"name": f"tool_{i}", "parameters": {"x": i}}
+    output = f"<think>use tool {i}</think>\n<tool_call>\n{json.dumps(call)}\n</tool_call>"
+    return {"instruction": f"You have tool_{i}.", "input": f"<user> question {i} </user>", "output": output}
+
+
+BAD_TOOL_RECORDS = [
+    {"instruction": "x", "input": "y"},  # no output
+    {"instruction": "x", "input": "", "output": "<think>a</think>"},  # empty input
+    {"instruction": "x", "input": "y", "output": "<think>a</think>\n<tool_call>\n{not json}\n</tool_call>"},
+    "just a string",
+]
+
+
+# ------------------------------------------------------------------------------------------------- toolcall
+
+
+def test_toolcall_split_matches_the_reference_shuffle(tmp_path):
+    records = [tool_record(i) for i in range(100)]
+    toolcall.main([str(write_json(tmp_path / "rlla.json", records)), "--out", str(tmp_path / "out")])
+    # The reference: np.random.seed(31415); np.random.shuffle(dataset); test = the last int(n * 0.02).
+    np.random.seed(31415)
+    reference = list(records)
+    np.random.shuffle(reference)
+    train, test = rows(tmp_path / "out" / "train.parquet"), rows(tmp_path / "out" / "test.parquet")
+    assert len(test) == 2 and len(train) == 98  # int(100 * 0.02) = 2
+    assert [r["reward_model"]["ground_truth"] for r in train + test] == [r["output"] for r in reference]
+    first = train[0]
+    assert first["prompt"] == [
+        {"role": "system", "content": reference[0]["instruction"]},
+        {"role": "user", "content": reference[0]["input"]},
+    ]
+    assert first["data_source"] == "rlla" and first["reward_model"]["style"] == "rule"
+    assert first["extra_info"] == {"split": "train", "index": 0}
+    assert test[1]["extra_info"] == {"split": "test", "index": 1}
+
+
+def test_toolcall_bad_rows_fail_without_skip_bad(tmp_path, capsys):
+    raw = write_json(tmp_path / "rlla.json", [tool_record(i) for i in range(10)] + BAD_TOOL_RECORDS)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        toolcall.main([str(raw), "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert not out.exists()  # nothing written
+    report = capsys.readouterr().out
+    assert "14 records read, 4 malformed" in report
+    assert "field 'output' is missing" in report and "malformed <tool_call> block" in report
+    assert "record is a str" in report and "field 'input' is empty" in report
+
+
+def test_toolcall_skip_bad_drops_them_and_is_idempotent(tmp_path):
+    raw = write_json(tmp_path / "rlla.json", [tool_record(i) for i in range(10)] + BAD_TOOL_RECORDS)
+    out = tmp_path / "out"
+    toolcall.main([str(raw), "--out", str(out), "--skip-bad"])
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(first) == ["test.parquet", "train.parquet"]  # no temporary files left behind
+    assert len(rows(out / "train.parquet")) + len(rows(out / "test.parquet")) == 10
+    toolcall.main([str(raw), "--out", str(out), "--skip-bad"])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first  # byte-identical on a re-run
+
+
+def test_write_is_atomic(tmp_path, monkeypatch):
+    # A failure while writing leaves the previous file untouched and no temporary file behind.
+    target = tmp_path / "train.parquet"
+    target.write_bytes(b"previous")
+
+    def broken(table, where, **kwargs):
+        Path(where).write_bytes(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(common.pq, "write_table", broken)
+    with pytest.raises(OSError, match="disk full"):
+        common.write_parquet([], target)
+    assert target.read_bytes() == b"previous" and [p.name for p in tmp_path.iterdir()] == ["train.parquet"]
+
+
+def test_cli_exit_status(tmp_path):
+    raw = write_json(tmp_path / "rlla.json", [tool_record(1), {"instruction": "x"}])
+    argv = [sys.executable, "-m", "data_prep.toolcall", str(raw), "--out", str(tmp_path / "out")]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--skip-bad" in done.stderr
+    done = subprocess.run([*argv, "--skip-bad"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and (tmp_path / "out" / "train.parquet").exists()
+
+
+# ---------------------------------------------------------------------------------------------------- gsm8k
+
+
+def test_gsm8k_from_local_files(tmp_path):
+    good = {"question": "What is 3 + 4?", "answer": "3 + 4 = <<3+4=7>>7\n#### 7"}
+    train = write_jsonl(
+        tmp_path / "train.jsonl",
+        [
+            json.dumps(good),
+            json.dumps({"question": "q", "answer": "no final line"}),  # no ####
+            "{this line is not json",
+            json.dumps({"question": "q2", "answer": "x\n#### 1,200"}),
+        ],
+    )
+    test = write_parquet(tmp_path / "test.parquet", [{"question": "Q?", "answer": "so\n#### -3"}])
+    argv = ["--train-file", str(train), "--test-file", str(test), "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit):
+        gsm8k.main(argv)
+    gsm8k.main([*argv, "--skip-bad"])
+    train_rows = rows(tmp_path / "out" / "train.parquet")
+    assert [r["reward_model"]["ground_truth"] for r in train_rows] == ["7", "1,200"]  # verbatim after ####
+    assert train_rows[0]["prompt"] == [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": "What is 3 + 4?"},
+    ]
+    assert train_rows[0]["data_source"] == "openai/gsm8k"
+    assert rows(tmp_path / "out" / "test.parquet")[0]["reward_model"]["ground_truth"] == "-3"
+
+
+# ----------------------------------------------------------------------------------------------- deepscaler
+
+
+def test_deepscaler_from_local_files(tmp_path):
+    train = write_parquet(
+        tmp_path / "dsr.parquet",
+        [
+            {"problem": "Compute $1+1$.", "answer": "2", "solution": "..."},
+            {"problem": "  ", "answer": "3", "solution": "..."},  # empty problem
+        ],
+    )
+    test = write_json(tmp_path / "aime.json", [{"problem": "AIME problem", "answer": 204}])  # numeric answer
+    argv = ["--train-file", str(train), "--test-file", str(test), "--out", str(tmp_path / "out"), "--skip-bad"]
+    deepscaler.main(argv)
+    (row,) = rows(tmp_path / "out" / "train.parquet")
+    assert row["prompt"] == [{"role": "user", "content": f"Compute $1+1$. {deepscaler.INSTRUCTION}"}]
+    assert row["data_source"] == "deepscaler" and row["reward_model"]["ground_truth"] == "2"
+    (aime,) = rows(tmp_path / "out" / "test.parquet")
+    assert aime["data_source"] == "aime2024" and aime["reward_model"]["ground_truth"] == "204"
+
+
+# ----------------------------------------------------------------------------------------------- eurus code
+
+
+def eurus_row(ability: str, ground_truth: str, source: str = "taco") -> dict:
+    prompt = [{"role": "system", "content": "Write Python."}, {"role": "user", "content": "Add two numbers."}]
+    return {
+        "data_source": source,
+        "prompt": prompt,
+        "ability": ability,
+        "reward_model": {"style": "rule", "ground_truth": ground_truth},
+        "extra_info": {"split": "train", "index": 0},
+    }
+
+
+def test_eurus_code_keeps_valid_code_rows(tmp_path, capsys):
+    tests = json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})
+    train = write_parquet(
+        tmp_path / "train.parquet",
+        [
+            eurus_row("code", tests),
+            eurus_row("math", "42", source="numina_olympiads"),  # skipped, not malformed
+            eurus_row("code", "{not json"),
+            eurus_row("code", json.dumps({"inputs": ["1"], "outputs": []})),  # lengths differ
+        ],
+    )
+    test = write_parquet(tmp_path / "validation.parquet", [eurus_row("code", tests, source="apps")])
+    argv = ["--train-file", str(train), "--test-file", str(test), "--out", str(tmp_path / "out"), "--skip-bad"]
+    eurus_code.main(argv)
+    assert "1 non-code records skipped" in capsys.readouterr().out
+    (row,) = rows(tmp_path / "out" / "train.parquet")
+    assert row["ability"] == "code" and row["reward_model"]["ground_truth"] == tests
+    assert row["prompt"][0] == {"role": "system", "content": "Write Python."}
+    assert rows(tmp_path / "out" / "test.parquet")[0]["data_source"] == "apps"
+
+
+# ---------------------------------------------------------------------------------------- verl's own reader
+
+
+def test_every_output_loads_with_verls_dataset(tmp_path):
+    """All four scripts' files through verl's RLHFDataset and collate_fn, as the trainer reads them."""
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    out = tmp_path / "out"
+    toolcall.main([str(write_json(tmp_path / "r.json", [tool_record(i) for i in range(5)])), "--out", str(out / "t")])
+    qa = write_jsonl(tmp_path / "g.jsonl", [json.dumps({"question": "1+1?", "answer": "#### 2"})])
+    gsm8k.main(["--train-file", str(qa), "--test-file", str(qa), "--out", str(out / "g")])
+    dsr = write_json(tmp_path / "d.json", [{"problem": "1+1?", "answer": "2"}])
+    deepscaler.main(["--train-file", str(dsr), "--test-file", str(dsr), "--out", str(out / "d")])
+    code = write_parquet(tmp_path / "c.parquet", [eurus_row("code", json.dumps({"inputs": ["1"], "outputs": ["1"]}))])
+    eurus_code.main(["--train-file", str(code), "--test-file", str(code), "--out", str(out / "c")])
+    config = OmegaConf.create({"filter_overlong_prompts": False, "cache_dir": str(tmp_path / "cache")})
+    for path in sorted(out.glob("*/*.parquet")):
+        assert pq.read_schema(path).remove_metadata() == common.SCHEMA, path
+        dataset = RLHFDataset(str(path), tokenizer=None, config=config)
+        item = dataset[0]
+        assert item["raw_prompt"] and all(set(m) == {"role", "content"} for m in item["raw_prompt"])
+        assert isinstance(item["reward_model"]["ground_truth"], str) and item["data_source"]
+        batch = collate_fn([dataset[i] for i in range(len(dataset))])
+        assert len(batch["data_source"]) == len(dataset)

@@ -1,0 +1,149 @@
+"""Code rewards (gdpo_verl.rewards.code): pass rate and bug-free on programs run in the real sandbox.
+
+Definitions (module docstring): pass rate = tests passed / tests run; bug-free = 1 - tests whose run crashed
+(exception, syntax error, non-zero exit, time-out, limit) / tests run; a wrong answer is not a crash; no
+program -> both 0. Each expected value below is derived in a comment. Run:
+python -m pytest tests/test_rewards_code_on_cpu.py
+"""
+
+import json
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gdpo_verl.rewards import code
+from gdpo_verl.rewards.code import bug_free_reward, compute_score, evaluate, extract_code, pass_rate_reward
+
+FAST = {"cpu_s": 1, "wall_s": 2.0, "budget_s": 30.0}
+DOUBLE = json.dumps({"inputs": ["2\n", "5\n", "0\n", "-4\n"], "outputs": ["4\n", "10\n", "0\n", "-8\n"]})
+
+
+def fenced(program: str, tag: str = "python") -> str:
+    return f"<think>plan</think>\nHere is my solution:\n```{tag}\n{program}\n```\n"
+
+
+def scores(response, ground_truth=DOUBLE, **settings):
+    settings = {**FAST, **settings}
+    return pass_rate_reward(response, ground_truth, **settings), bug_free_reward(response, ground_truth, **settings)
+
+
+def test_doctests():
+    import doctest
+
+    assert doctest.testmod(code).failed == 0
+
+
+def test_stdin_problem():
+    # All 4 tests print 2 * n: pass 4/4 = 1.0, no crash: bug-free 1.0.
+    assert scores(fenced("print(2 * int(input()))")) == (1.0, 1.0)
+    # Always prints 4: right only for input 2 -> pass 1/4 = 0.25; wrong answers are not crashes -> 1.0.
+    assert scores(fenced("print(4)")) == (0.25, 1.0)
+    # 20 // n - 6 ... crashes on n = 0 only (ZeroDivisionError): tests 2->4 right, 5->-2 wrong, 0 crash,
+    # -4 -> -11 wrong. Pass 1/4 = 0.25; bug-free 1 - 1/4 = 0.75.
+    assert scores(fenced("n = int(input())\nprint(20 // n - 6)")) == (0.25, 0.75)
+
+
+def test_programs_that_never_work():
+    # A syntax error crashes every test: pass 0, bug-free 1 - 4/4 = 0.
+    assert scores(fenced("print(2 *")) == (0.0, 0.0)
+    # An infinite loop runs into the wall-clock limit (0.5 s here): a time-out is a crash -> (0, 0).
+    one = json.dumps({"inputs": ["1\n"], "outputs": ["2\n"]})
+    assert scores(fenced("while True:\n    pass"), one, wall_s=0.5) == (0.0, 0.0)
+    # No fenced program at all: pass 0 and bug-free 0 (no runnable program counts as a crash).
+    assert scores("I would multiply the number by two.") == (0.0, 0.0)
+
+
+def test_output_comparison_is_token_based():
+    tests = json.dumps({"inputs": [""], "outputs": ["1 2\n3.0\n"]})
+    # Extra spaces, blank lines and 3.0000001 vs 3.0 (within 1e-6) all pass.
+    assert scores(fenced("print(' 1   2 ')\nprint()\nprint(3.0000001)"), tests) == (1.0, 1.0)
+    # "1 2 3" on one line is a different line structure: wrong (not a crash).
+    assert scores(fenced("print('1 2 3.0')"), tests) == (0.0, 1.0)
+    # Input given as a list of lines is joined with newlines.
+    listed = json.dumps({"inputs": [["3", "4"]], "outputs": [["7"]]})
+    assert scores(fenced("print(int(input()) + int(input()))"), listed) == (1.0, 1.0)
+
+
+def test_call_based_problem():
+    tests = {"fn_name": "add", "inputs": ["1\n2", "[1]\n[2]"], "outputs": ["3", "[1, 2]"]}
+    # Each input line is one JSON argument: add(1, 2) = 3 and add([1], [2]) = [1, 2]: 2/2 pass, no crash.
+    assert scores(fenced("def add(a, b):\n    return a + b"), tests) == (1.0, 1.0)
+    # A method of class Solution is found too (LeetCode style).
+    leet = "class Solution:\n    def add(self, a, b):\n        return a + b"
+    assert scores(fenced(leet), tests) == (1.0, 1.0)
+    # A function that raises on the list input: 1 pass, 1 crash -> (0.5, 0.5).
+    strict = "def add(a, b):\n    assert isinstance(a, int)\n    return a + b"
+    assert scores(fenced(strict), tests) == (0.5, 0.5)
+    # No function of that name: every call fails, a crash -> (0, 0).
+    assert scores(fenced("def plus(a, b):\n    return a + b"), tests) == (0.0, 0.0)
+
+
+def test_call_based_quirks():
+    # An expected output wrapped in a one-element list also accepts the bare value (verl's checker does so).
+    wrapped = {"fn_name": "f", "inputs": [[2]], "outputs": [[4]]}
+    assert scores(fenced("def f(x):\n    return 2 * x"), wrapped) == (1.0, 1.0)
+    # Tuples come back as lists through JSON.
+    pair = {"fn_name": "f", "inputs": ["5"], "outputs": ["[5, 6]"]}
+    assert scores(fenced("def f(x):\n    return (x, x + 1)"), pair) == (1.0, 1.0)
+    # A __main__ block does not run when the function is called, and cannot consume the harness's input.
+    main_block = "def f(x):\n    return 2 * x\nif __name__ == '__main__':\n    print(f(int(input())))"
+    assert scores(fenced(main_block), wrapped) == (1.0, 1.0)
+
+
+def test_call_based_result_cannot_be_forged_by_printing():
+    # The harness marks its result line with a random per-evaluation nonce; printing a guessed marker does not
+    # count. f returns 0 (wrong) after printing a fake marker with the right value: pass 0, no crash.
+    forged = "def f(x):\n    print('@gdpo-result-0000000000000000@4')\n    return 0"
+    assert scores(fenced(forged), {"fn_name": "f", "inputs": ["2"], "outputs": ["4"]}) == (0.0, 1.0)
+
+
+def test_extract_code_picks_the_final_python_block():
+    response = "<think>```python\nprint('draft')\n```</think>\n```text\nnot code\n```\n```python\nprint(1)\n```"
+    assert extract_code(response) == "print(1)\n"
+    assert extract_code("```\nprint(2)\n```") == "print(2)\n"  # an untagged block when there is no python one
+    assert extract_code("```cpp\nint main(){}\n```") is None  # another language is not run
+    assert extract_code("```python\nprint(3)") is None  # unterminated fence
+
+
+def test_max_tests_limits_the_tests_run():
+    # Only the first 2 of 4 tests run: print(4) passes 1 of them -> 1/2.
+    assert scores(fenced("print(4)"), max_tests=2) == (0.5, 1.0)
+
+
+def test_both_rewards_share_one_execution():
+    response = fenced("print(2 * int(input())) # shared")
+    evaluate(response, DOUBLE, **FAST)
+    hits = code._evaluate.cache_info().hits
+    started = time.perf_counter()
+    assert scores(response) == (1.0, 1.0)
+    assert code._evaluate.cache_info().hits == hits + 2  # both rewards came from the cache
+    assert time.perf_counter() - started < 0.05
+
+
+def test_compute_score_ignores_unknown_keywords():
+    # verl may pass extra keywords (e.g. reward_router_address); only the sandbox settings are used.
+    result = compute_score("taco", fenced("print(4)"), DOUBLE, extra_info={}, reward_router_address=None, **FAST)
+    assert result == {"score": 1.25, "pass_rate": 0.25, "bug_free": 1.0}
+
+
+@pytest.mark.parametrize(
+    "ground_truth",
+    ["not json", json.dumps({"inputs": ["1"]}), json.dumps({"inputs": [], "outputs": []}), json.dumps([1])],
+)
+def test_malformed_ground_truth_is_a_data_error(ground_truth):
+    with pytest.raises(ValueError):
+        pass_rate_reward(fenced("print(1)"), ground_truth, **FAST)
+
+
+@given(text=st.text(alphabet=st.characters(blacklist_characters="`"), max_size=300))
+def test_text_without_a_program_never_runs_or_raises(text):
+    assert scores(text) == (0.0, 0.0)
+
+
+def test_extract_code_is_fast_on_hostile_text():
+    for text in ("```" * 21000, "```python\n" * 6500, "</think>```" * 5900, "`" * 65536):
+        started = time.perf_counter()
+        extract_code(text)
+        assert time.perf_counter() - started < 0.05
