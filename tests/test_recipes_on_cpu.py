@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir, initialize_config_module
+from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from gdpo_verl.components import parse_spec, resolve
