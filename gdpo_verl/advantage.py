@@ -169,6 +169,13 @@ def final_normalize(
     return out.mul_(value.to(torch.float32).unsqueeze(-1))
 
 
+def weight_vector(weights: Sequence[float] | torch.Tensor | None, scores: torch.Tensor) -> torch.Tensor:
+    """(K,) float64 weights on ``scores``' device; None means 1 for each of the K rewards of scores (bs, K)."""
+    if weights is None:
+        return torch.ones(scores.shape[1], dtype=torch.float64, device=scores.device)
+    return torch.as_tensor(weights, dtype=torch.float64, device=scores.device)
+
+
 def gdpo_advantages(
     scores: torch.Tensor,
     uids,
@@ -189,10 +196,9 @@ def gdpo_advantages(
     if scores.dim() != 2 or scores.shape[0] != response_mask.shape[0]:
         raise ValueError(f"scores must be (bs, K) with bs={response_mask.shape[0]}; got {tuple(scores.shape)}")
     group, num_groups = group_index(uids, device=scores.device)
-    w = torch.ones(scores.shape[1], dtype=torch.float64) if weights is None else torch.as_tensor(weights)
     scores = apply_conditions(scores, conditions)
     adv_k = group_normalize(scores, group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)
-    adv = adv_k @ w.to(device=scores.device, dtype=torch.float64)  # (bs,)
+    adv = adv_k @ weight_vector(weights, scores)  # (bs,)
     if offset is not None:
         adv = adv + offset.to(torch.float64)
     present = ~torch.isnan(scores).all(dim=1)
@@ -212,8 +218,7 @@ def grpo_advantages(
 
     scores: (bs, K); returns (bs, T). Missing values count as 0 in the sum.
     """
-    w = torch.ones(scores.shape[1], dtype=torch.float64) if weights is None else torch.as_tensor(weights)
-    total = torch.nan_to_num(scores.to(torch.float64)) @ w.to(device=scores.device, dtype=torch.float64)
+    total = torch.nan_to_num(scores.to(torch.float64)) @ weight_vector(weights, scores)
     group, num_groups = group_index(uids, device=scores.device)
     adv = group_normalize(total.unsqueeze(1), group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)
     return final_normalize(adv[:, 0], response_mask, "none")

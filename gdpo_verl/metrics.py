@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import constant_groups, group_index, group_normalize
+from gdpo_verl.advantage import constant_groups, group_index, group_normalize, weight_vector
 
 ROUND = 1e-4
 
@@ -45,7 +45,7 @@ def step_metrics(
     valid = ~torch.isnan(scores)
     group, n = group_index(uids)
     adv_k = group_normalize(scores, group, n, norm_by_std=norm_by_std, epsilon=epsilon)
-    w = torch.tensor(list(weights), dtype=torch.float64)
+    w = weight_vector(list(weights), scores)
     counts = torch.zeros(n, len(names), dtype=torch.float64).index_add_(0, group, valid.to(torch.float64))
     flat_constant = constant_groups(scores, valid, group, n)
     out: dict[str, float] = {}
