@@ -98,8 +98,9 @@ def prepare_argv(argv: list[str]) -> list[str]:
     if not any(a.startswith("hydra.searchpath") for a in args):
         extra.append("hydra.searchpath=[pkg://verl.trainer.config]")
     if wants_cpu(args):
-        from gdpo_verl.cpu import cpu_overrides
+        from gdpo_verl.cpu import activate, cpu_overrides
 
+        activate()  # before Hydra composes: some of verl's config modules read the platform when imported
         extra.extend(cpu_overrides())
     return [program, *flags, *extra, *args]
 
@@ -217,7 +218,13 @@ def run(cfg: DictConfig) -> Path:
     finally:
         if ray.is_initialized():
             ray.shutdown()
-    print(f"[gdpo-verl] done: metrics in {out / METRICS_FILE}", flush=True)
+    from gdpo_verl.plot import plot_runs
+
+    try:
+        png = plot_runs([out], out / "rewards.png", labels=[f"{cfg.algorithm.adv_estimator}-seed{cfg.seed}"])
+        print(f"[gdpo-verl] done: metrics in {out / METRICS_FILE}, per-reward curves in {png}", flush=True)
+    except ValueError as e:  # nothing plottable was logged
+        print(f"[gdpo-verl] done: metrics in {out / METRICS_FILE} (no plot: {e})", flush=True)
     return out
 
 

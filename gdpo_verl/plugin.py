@@ -7,6 +7,13 @@ per-reward scores to the estimator in verl's V1 trainer. verl swallows plugin im
 DEBUG only); tests/test_plugin_on_cpu.py checks registration in a fresh interpreter and in a Ray task.
 """
 
+import os
+
+if os.environ.get("GDPO_VERL_DEVICE") == "cpu":  # a CPU run's worker: the backend goes first
+    from gdpo_verl.cpu import activate
+
+    activate()
+
 from gdpo_verl import manager as _manager  # noqa: F401  (registers gdpo_multi with verl's reward loop)
 from gdpo_verl.estimator import register as _register_estimator
 from gdpo_verl.trainer import install as _install_trainer_glue

@@ -75,15 +75,18 @@ class GDPOAdvantageMixin:
         data = tq.kv_batch_get(
             keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid", "extra_fields", "data_source"]
         )
-        sources = data["data_source"]
-        columns = columns_from_extra_fields(
-            list(data["extra_fields"].tolist()), sources.tolist() if hasattr(sources, "tolist") else sources
-        )
+        # TransferQueue hands non-tensor fields back as stacks whose .tolist() is reached through pop (as in
+        # verl's own validation code); plain arrays (tests) work the same way.
+        uids, extra_fields, sources = (_as_list(data.pop(f)) for f in ("uid", "extra_fields", "data_source"))
+        columns = columns_from_extra_fields(extra_fields, sources)
         with estimator.supplied_columns(columns):
             batch = super()._compute_advantage(batch, metrics)
-        uids = data["uid"]
-        metrics.update(reward_metrics(columns, np.asarray(uids.tolist(), dtype=object), algorithm))
+        metrics.update(reward_metrics(columns, np.asarray(uids, dtype=object), algorithm))
         return batch
+
+
+def _as_list(values) -> list:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
 def _wrap_v1_trainers() -> None:
