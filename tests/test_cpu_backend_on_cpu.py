@@ -1,9 +1,9 @@
 """The CPU backend (``gdpo_verl.cpu``): pinned verl internals, start-up checks, HF sampling and rollout server,
-activation in a fresh interpreter, and end-to-end GRPO runs of verl's V1 and legacy trainers (marked ``e2e``).
+activation in a fresh interpreter.
 
-Fast tests: ``.venv/bin/python -m pytest tests/test_cpu_backend_on_cpu.py -m "not e2e"`` (~1 min, mostly imports).
-End-to-end: ``-m e2e`` runs ``python -m gdpo_verl.cpu.smoke`` three times (V1 3 steps with a checkpoint at step 2,
-V1 resumed from it, legacy 2 steps) on the demo assets, one Ray cluster each, ~1.5-2 min per run on 2 cores.
+Run: ``.venv/bin/python -m pytest tests/test_cpu_backend_on_cpu.py`` (~1 min, mostly imports). The end-to-end
+training runs through verl's trainers (GDPO and GRPO, V1 and legacy, resume) are in tests/test_e2e_on_cpu.py;
+``python -m gdpo_verl.cpu.smoke --trainer v1|legacy --steps 2`` is a plain-GRPO smoke run of the backend alone.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-import json
 import math
 import os
 import subprocess
@@ -241,74 +240,3 @@ def test_activate_switches_verl_to_cpu_and_gloo_in_a_fresh_interpreter():
     assert out.stdout.split() == (
         "cpu cpu gloo GPU CPU CPUFSDPEngineWithLMHead HFServerAdapter HFReplica True cpu:gloo cpu".split()
     )
-
-
-# --- end to end: verl's trainers on CPU ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def demo_assets(tmp_path_factory):
-    from gdpo_verl.demo.assets import ensure_demo_assets
-
-    return ensure_demo_assets()
-
-
-def _smoke(assets, out: Path, *args: str) -> dict:
-    cmd = [
-        sys.executable,
-        "-m",
-        "gdpo_verl.cpu.smoke",
-        "--output-dir",
-        str(out),
-        "--model-dir",
-        assets.model_dir,
-        "--train-file",
-        assets.train_parquet,
-        "--val-file",
-        assets.val_parquet,
-        *args,
-    ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=out.parent)
-    assert (out / "summary.json").exists(), run.stdout[-4000:] + run.stderr[-4000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert run.returncode == 0, json.dumps({k: v for k, v in summary.items() if k != "prompts"})
-    return summary
-
-
-def _assert_trained(summary: dict, steps: list[int]) -> None:
-    assert summary["steps"] == steps
-    assert summary["advantages_finite"]
-    assert summary["max_weight_change"] > 0
-    assert all(diff < 1e-3 for diff in summary["rollout_actor_probs_diff_max"])  # weights synced, same log-probs
-
-
-@pytest.mark.e2e
-def test_v1_trainer_grpo_checkpoint_and_resume_with_the_same_data_order(demo_assets, tmp_path):
-    full = _smoke(demo_assets, tmp_path / "full", "--trainer", "v1", "--steps", "3", "--save-freq", "2")
-    _assert_trained(full, [1, 2, 3])
-    resumed = _smoke(
-        demo_assets,
-        tmp_path / "resumed",
-        "--trainer",
-        "v1",
-        "--steps",
-        "3",
-        "--resume-from",
-        str(tmp_path / "full" / "ckpt" / "global_step_2"),
-    )
-    _assert_trained(resumed, [3])
-    assert resumed["prompts"]["3"] == full["prompts"]["3"] != full["prompts"]["2"]
-
-
-@pytest.mark.e2e
-def test_legacy_trainer_grpo_two_steps_at_temperature_0_8(demo_assets, tmp_path):
-    summary = _smoke(
-        demo_assets,
-        tmp_path / "legacy",
-        "--trainer",
-        "legacy",
-        "--steps",
-        "2",
-        "actor_rollout_ref.rollout.temperature=0.8",
-    )
-    _assert_trained(summary, [1, 2])
