@@ -79,6 +79,18 @@ def read_records(path: str | Path) -> list[Any]:
     return data
 
 
+def load_records(local: Path | None, *hf_dataset: str, split: str) -> list[Any]:
+    """Records of a local file, or of the Hugging Face dataset ``hf_dataset`` (name[, config]) at ``split``."""
+    if local is not None:
+        try:
+            return read_records(local)
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"{local}: cannot read: {e}") from None
+    import datasets  # imported here: only the download path needs it
+
+    return list(datasets.load_dataset(*hf_dataset, split=split))
+
+
 def require_text(record: Any, key: str, allow_empty: bool = False) -> str:
     """``record[key]`` as a string, or ``BadRecord`` naming what is wrong."""
     if not isinstance(record, dict):

@@ -16,13 +16,12 @@ fails unless ``--skip-bad`` drops them. Run from the repository root:
 
 from __future__ import annotations
 
-import json
 import numbers
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import BadRecord, arg_parser, convert, read_records, report, require_text, verl_row, write_splits
+from data_prep.common import BadRecord, arg_parser, convert, load_records, report, require_text, verl_row, write_splits
 
 TASK = "deepscaler"
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
@@ -55,15 +54,8 @@ def to_row(split: str):
 
 def load_split(local: Path | None, split: str) -> list[Any]:
     """Records of a local file, or of the split's Hugging Face dataset when no file is given."""
-    if local is not None:
-        try:
-            return read_records(local)
-        except (OSError, json.JSONDecodeError) as e:
-            raise SystemExit(f"{local}: cannot read: {e}") from None
-    import datasets  # imported here: only the download path needs it
-
     _, name, hf_split = SOURCES[split]
-    return list(datasets.load_dataset(name, split=hf_split))
+    return load_records(local, name, split=hf_split)
 
 
 def main(argv: list[str] | None = None) -> int:

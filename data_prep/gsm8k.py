@@ -16,12 +16,11 @@ answer without ``####`` or with nothing after it) are counted by reason; the run
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import BadRecord, arg_parser, convert, read_records, report, require_text, verl_row, write_splits
+from data_prep.common import BadRecord, arg_parser, convert, load_records, report, require_text, verl_row, write_splits
 from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT
 
 TASK = "gsm8k"
@@ -48,14 +47,7 @@ def to_row(split: str):
 
 def load_split(local: Path | None, split: str) -> list[Any]:
     """Records of a local file, or of the Hugging Face dataset's split when no file is given."""
-    if local is not None:
-        try:
-            return read_records(local)
-        except (OSError, json.JSONDecodeError) as e:
-            raise SystemExit(f"{local}: cannot read: {e}") from None
-    import datasets  # imported here: only the download path needs it
-
-    return list(datasets.load_dataset(*HF_DATASET, split=split))
+    return load_records(local, *HF_DATASET, split=split)
 
 
 def main(argv: list[str] | None = None) -> int:
