@@ -40,7 +40,11 @@ def train(assets, out: Path, *overrides: str, steps: int = 2, save_freq: int = 2
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         f"trainer.rollout_data_dir={out / 'rollouts'}",
         "data.train_batch_size=4",
+        "actor_rollout_ref.rollout.n=4",
         "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
         "++ray_kwargs.ray_init.include_dashboard=false",
         *overrides,
     ]  # fmt: skip
