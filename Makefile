@@ -4,20 +4,20 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PIP := $(BIN)/python -m pip --progress-bar off
+PIP := $(BIN)/python -m pip
 PYTEST_ARGS ?=
 
 .PHONY: install test lint format precommit demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
+	$(PIP) install --progress-bar off -q --upgrade pip
 	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
 		echo "GPU found: installing with the gpu extra (vLLM)"; \
-		$(PIP) install -e '.[dev,gpu]'; \
+		$(PIP) install --progress-bar off -e '.[dev,gpu]'; \
 	else \
 		echo "No GPU: installing the local CPU build of torch 2.13.0"; \
-		$(PIP) install torch==2.13.0 && $(PIP) install -e '.[dev]'; \
+		$(PIP) install --progress-bar off torch==2.13.0 && $(PIP) install --progress-bar off -e '.[dev]'; \
 	fi
 	touch $(STAMP)
 
