@@ -51,7 +51,8 @@ def compose_recipe(name: str):
 
 def test_all_recipes_and_scripts_are_there():
     assert sorted(p.stem for p in RECIPES.glob("*.yaml")) == sorted(NAMES)
-    assert sorted(p.stem for p in RECIPES.glob("*.sh")) == sorted(TASKS)
+    # one script per task, plus the shared launcher they all exec
+    assert sorted(p.stem for p in RECIPES.glob("*.sh")) == sorted([*TASKS, "launch"])
 
 
 # GRPO recipes equal their GDPO twin except for the estimator (test_gdpo_and_grpo_recipes_differ_only_...), so
