@@ -65,11 +65,9 @@ class HFServerAdapter(BaseRollout):
     ):
         """Send every ``(name, tensor)`` of ``weights`` to the server (all ranks must drain the generator)."""
         if wire_format != "named_tensors":
-            raise NotImplementedError(f"HF rollout accepts wire_format='named_tensors' only, got {wire_format!r}")
+            raise ValueError(f"HF rollout accepts wire_format='named_tensors' only, got {wire_format!r}")
         if peft_config is not None:
-            raise NotImplementedError(
-                "HF rollout cannot load LoRA adapters; set actor_rollout_ref.model.lora.merge=True"
-            )
+            raise ValueError("HF rollout cannot load LoRA adapters; set actor_rollout_ref.model.lora.merge=True")
         bucket: dict[str, torch.Tensor] = {}
         size = 0
         for name, tensor in weights:  # drained on every rank: FSDP gathers full tensors collectively

@@ -40,9 +40,7 @@ class HFReplica(RolloutReplica):
 
     async def launch_servers(self):
         if self.rollout_mode != RolloutMode.HYBRID:
-            raise NotImplementedError(
-                f"rollout.name=hf supports colocated (hybrid) rollout only, not {self.rollout_mode.value}"
-            )
+            raise ValueError(f"rollout.name=hf supports colocated (hybrid) rollout only, not {self.rollout_mode.value}")
         (worker,) = self.workers
         node_id = await worker.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())
         server = self.server_class.options(

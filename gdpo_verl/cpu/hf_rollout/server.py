@@ -9,7 +9,7 @@ pool), ``abort_all_requests``/``resume_generation`` and ``set_global_steps``, pl
 Concurrent requests are gathered for a few milliseconds and those with equal sampling settings run as one
 left-padded ``generate`` batch (at most ``rollout.max_num_seqs`` rows) in a worker thread, so the actor's event
 loop keeps accepting requests. Sampling and reported log-probs follow :mod:`gdpo_verl.cpu.hf_rollout.sampling`.
-The model runs with ``sdpa`` attention in ``rollout.dtype``. Text-only: multimodal inputs raise ``NotImplementedError``.
+The model runs with ``sdpa`` attention in ``rollout.dtype``. Text-only: multimodal inputs raise ``ValueError``.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class HFGenerateServer:
     ) -> TokenOutput:
         """Generate one response (token ids and, if asked, log-probs) for ``prompt_ids``."""
         if image_data is not None or video_data is not None or audio_data is not None or mm_processor_kwargs:
-            raise NotImplementedError("The HF rollout server is text-only")
+            raise ValueError("The HF rollout server is text-only")
         if unsupported:
             raise ValueError(f"The HF rollout server does not support generate() arguments {sorted(unsupported)}")
         prompt_ids = [int(t) for t in prompt_ids]
