@@ -141,6 +141,18 @@ def report(task: str, total: int, bad: Counter, skip_bad: bool, splits: dict[str
     print(f"{task}: " + ", ".join(f"{name} {len(rows)}" for name, rows in splits.items()))
 
 
+def convert_report_write(
+    task: str, raw: dict[str, list], to_row: Callable[[str], Callable[[Any, int], dict]], args, total: int | None = None
+) -> int:
+    """The tail of every data-prep ``main``: convert each split, report (exit 2 on bad rows unless --skip-bad),
+    write. ``total`` is the number of records read (default: all records in ``raw``). Returns 0."""
+    bad: Counter = Counter()
+    splits = {split: convert(records, to_row(split), bad) for split, records in raw.items()}
+    report(task, sum(map(len, raw.values())) if total is None else total, bad, args.skip_bad, splits)
+    write_splits(args.out, splits)
+    return 0
+
+
 def write_parquet(rows: list[dict], path: Path) -> None:
     """Write ``rows`` with ``SCHEMA`` atomically: a temporary file in the same directory, then ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)

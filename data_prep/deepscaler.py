@@ -17,11 +17,17 @@ fails unless ``--skip-bad`` drops them. Run from the repository root:
 from __future__ import annotations
 
 import numbers
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import BadRecord, arg_parser, convert, load_records, report, require_text, verl_row, write_splits
+from data_prep.common import (
+    BadRecord,
+    arg_parser,
+    convert_report_write,
+    load_records,
+    require_text,
+    verl_row,
+)
 
 TASK = "deepscaler"
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
@@ -64,11 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-file", type=Path, help="local AIME 2024 records (default: download)")
     args = parser.parse_args(argv)
     raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in SOURCES}
-    bad: Counter = Counter()
-    splits = {split: convert(records, to_row(split), bad) for split, records in raw.items()}
-    report(TASK, sum(map(len, raw.values())), bad, args.skip_bad, splits)
-    write_splits(args.out, splits)
-    return 0
+    return convert_report_write(TASK, raw, to_row, args)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,17 @@ counted by reason; the run fails unless ``--skip-bad`` drops them. Run from the 
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import BadRecord, arg_parser, convert, load_records, report, require_text, verl_row, write_splits
+from data_prep.common import (
+    BadRecord,
+    arg_parser,
+    convert_report_write,
+    load_records,
+    require_text,
+    verl_row,
+)
 from gdpo_verl.rewards.code import parse_tests
 
 TASK = "code"
@@ -73,13 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-file", type=Path, help="local Eurus-2-RL-Data validation.parquet (default: download)")
     args = parser.parse_args(argv)
     raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in HF_SPLITS}
-    bad: Counter = Counter()
-    splits = {split: convert(filter(is_code, records), to_row(split), bad) for split, records in raw.items()}
-    skipped = sum(not is_code(r) for records in raw.values() for r in records)
-    print(f"{TASK}: {skipped} non-code records skipped")
-    report(TASK, sum(map(len, raw.values())), bad, args.skip_bad, splits)
-    write_splits(args.out, splits)
-    return 0
+    code = {split: [r for r in records if is_code(r)] for split, records in raw.items()}
+    print(f"{TASK}: {sum(map(len, raw.values())) - sum(map(len, code.values()))} non-code records skipped")
+    return convert_report_write(TASK, code, to_row, args, total=sum(map(len, raw.values())))
 
 
 if __name__ == "__main__":

@@ -16,11 +16,17 @@ answer without ``####`` or with nothing after it) are counted by reason; the run
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import BadRecord, arg_parser, convert, load_records, report, require_text, verl_row, write_splits
+from data_prep.common import (
+    BadRecord,
+    arg_parser,
+    convert_report_write,
+    load_records,
+    require_text,
+    verl_row,
+)
 from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT
 
 TASK = "gsm8k"
@@ -56,11 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-file", type=Path, help="local GSM8K test split (default: download)")
     args = parser.parse_args(argv)
     raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in ("train", "test")}
-    bad: Counter = Counter()
-    splits = {split: convert(records, to_row(split), bad) for split, records in raw.items()}
-    report(TASK, sum(map(len, raw.values())), bad, args.skip_bad, splits)
-    write_splits(args.out, splits)
-    return 0
+    return convert_report_write(TASK, raw, to_row, args)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,19 @@ with a string ``name`` and an object ``parameters``) are counted by reason; the 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from data_prep.common import BadRecord, arg_parser, convert, read_records, report, require_text, verl_row, write_splits
+from data_prep.common import (
+    BadRecord,
+    arg_parser,
+    convert_report_write,
+    read_records,
+    require_text,
+    verl_row,
+)
 from gdpo_verl.rewards.toolcall import ground_truth_calls
 
 TASK = "toolcall"
@@ -70,11 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, json.JSONDecodeError) as e:
         raise SystemExit(f"{args.raw}: cannot read: {e}") from None
     train_records, test_records = shuffle_split(records)
-    bad: Counter = Counter()
-    splits = {"train": convert(train_records, to_row("train"), bad), "test": convert(test_records, to_row("test"), bad)}
-    report(TASK, len(records), bad, args.skip_bad, splits)
-    write_splits(args.out, splits)
-    return 0
+    return convert_report_write(TASK, {"train": train_records, "test": test_records}, to_row, args)
 
 
 if __name__ == "__main__":

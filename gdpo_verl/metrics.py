@@ -63,8 +63,8 @@ def step_metrics(
         if errors is not None and name in errors:
             out[f"gdpo/{name}/errors"] = float(np.nansum(np.asarray(errors[name], dtype=np.float64)))
     if data_source is not None:
-        codes, num_sources = group_index(np.asarray(data_source, dtype=object).astype(str))
         labels = np.asarray(data_source, dtype=object).astype(str)
+        codes, num_sources = group_index(labels)
         for i in range(num_sources):
             rows = codes == i
             source = labels[int(rows.nonzero()[0, 0])]
