@@ -128,7 +128,7 @@ def main() -> None:
                 f"{statistics.median(r[1] for r in rows):.3f} | {when} |"
             )
 
-    from gdpo_verl.plot import plot_runs
+    from gdpo_verl.tools.plot import plot_runs
 
     args.plot.parent.mkdir(parents=True, exist_ok=True)
     png = plot_runs([args.out / f"{m}-seed{s}" for m in args.methods for s in args.seeds], args.plot,

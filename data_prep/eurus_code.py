@@ -27,7 +27,7 @@ from data_prep.common import (
     require_text,
     verl_row,
 )
-from gdpo_verl.rewards.code import parse_tests
+from gdpo_verl.rewards.code_tests import parse_tests
 
 TASK = "code"
 HF_DATASET = "PRIME-RL/Eurus-2-RL-Data"

@@ -32,6 +32,7 @@ from typing import Any
 
 ON_ERROR = ("raise", "nan")
 CALL_ARGS = ("data_source", "solution_str", "ground_truth", "extra_info")
+ERROR_PREFIX = "gdpo_error_"  # reward_extra_info key of a component's error flag, written by the manager
 
 
 @dataclass(frozen=True)

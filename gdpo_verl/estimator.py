@@ -1,7 +1,7 @@
 """verl adapter: the ``gdpo`` advantage estimator, registered in verl's estimator registry.
 
-Registered by ``import verl`` in every process (``verl.plugins`` entry point -> ``gdpo_verl.plugin``), in
-place of upstream's ``compute_gdpo_outcome_advantage``. verl's trainers call it through
+Registered by ``import verl`` in every process (``verl.plugins`` entry point -> ``gdpo_verl.plugin`` ->
+``gdpo_verl.verl_glue``), in place of upstream's ``compute_gdpo_outcome_advantage``. verl's trainers call it through
 ``verl.trainer.ppo.ray_trainer.compute_advantage(data, "gdpo", config=algorithm_config)``.
 
 Config (under ``algorithm``; verl's AlgoConfig declares the first two):
@@ -15,7 +15,7 @@ Config (under ``algorithm``; verl's AlgoConfig declares the first two):
 Per component ``name`` the estimator reads ``data.batch["token_level_scores_<name>"]`` (bs, T) when present
 (the score sits on one token, NaN = missing), else the per-response scalars ``non_tensor_batch[name]``
 (upstream's convention, None = missing). verl's V1 trainer does not hand the estimator the reward manager's
-per-sample output; ``gdpo_verl.trainer`` fetches it and supplies it with ``supplied_columns``.
+per-sample output; ``gdpo_verl.verl_glue`` fetches it and supplies it with ``supplied_columns``.
 
 KL in reward (``algorithm.use_kl_in_reward=true``): verl subtracts the per-token KL penalty from
 ``token_level_rewards``; the estimator adds that penalty's per-response sum,
@@ -26,7 +26,6 @@ final normalization, so it is never dropped (it stays unnormalized, as in GRPO w
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import (
+from gdpo_verl.components import yaml_on
+from gdpo_verl.core.advantage import (
     FINAL_NORMS,
     Condition,
     apply_conditions,
@@ -42,9 +42,6 @@ from gdpo_verl.advantage import (
     final_normalize,
     gdpo_advantages,
 )
-from gdpo_verl.components import yaml_on
-
-logger = logging.getLogger(__name__)
 
 NAME = "gdpo"
 SCORE_PREFIX = "token_level_scores_"
@@ -237,16 +234,4 @@ def compute_gdpo_advantage(
     return adv, adv
 
 
-def register() -> None:
-    """Make ``gdpo`` in verl's estimator registry point to ours. Idempotent; logs once per process."""
-    from verl.trainer.ppo import core_algos
-
-    previous = core_algos.ADV_ESTIMATOR_REGISTRY.get(NAME)
-    if previous is compute_gdpo_advantage:
-        return
-    core_algos.ADV_ESTIMATOR_REGISTRY[NAME] = compute_gdpo_advantage
-    replaced = f"{previous.__module__}.{previous.__name__}" if previous is not None else "nothing"
-    logger.warning("gdpo-verl: adv estimator 'gdpo' -> %s.compute_gdpo_advantage (replaces %s)", __name__, replaced)
-
-
-__all__ = ["BACKENDS", "FINAL_NORMS", "GDPOSettings", "check_final_norm", "compute_gdpo_advantage", "register"]
+__all__ = ["BACKENDS", "FINAL_NORMS", "GDPOSettings", "check_final_norm", "compute_gdpo_advantage"]

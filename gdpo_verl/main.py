@@ -218,7 +218,7 @@ def run(cfg: DictConfig) -> Path:
     finally:
         if ray.is_initialized():
             ray.shutdown()
-    from gdpo_verl.plot import plot_runs
+    from gdpo_verl.tools.plot import plot_runs
 
     try:
         png = plot_runs([out], out / "rewards.png", labels=[f"{cfg.algorithm.adv_estimator}-seed{cfg.seed}"])

@@ -2,7 +2,7 @@
 
 Select it with ``reward.reward_manager.name=gdpo_multi`` and declare components under ``reward.gdpo``
 (see ``gdpo_verl.components``). verl builds one manager per reward worker (a Ray actor); the plugin entry
-point registers the class in every process.
+point registers the class in every process (``gdpo_verl.verl_glue``).
 
 Per sample it returns verl's ``{"reward_score", "reward_extra_info"}``:
   reward_score       the weighted sum of the components after conditions (NaN counts 0), so
@@ -20,13 +20,11 @@ import numbers
 from functools import partial
 
 from verl import DataProto
-from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from gdpo_verl.components import RewardSpec, parse_spec, resolve
+from gdpo_verl.components import ERROR_PREFIX, RewardSpec, parse_spec, resolve
 
 NAME = "gdpo_multi"
-ERROR_PREFIX = "gdpo_error_"
 
 
 class RewardFunctionError(RuntimeError):
@@ -60,7 +58,6 @@ def weighted_total(spec: RewardSpec, values: dict[str, float]) -> float:
     return sum(c.weight * gated[c.name] for c in spec.components if not math.isnan(gated[c.name]))
 
 
-@register(NAME)
 class MultiRewardManager(RewardManagerBase):
     """Scores each sample with every declared component; see the module docstring for the output."""
 

@@ -1,4 +1,4 @@
-"""Hand-computed and property tests of the framework-free GDPO math (gdpo_verl/advantage.py).
+"""Hand-computed and property tests of the framework-free GDPO math (gdpo_verl/core/advantage.py).
 
 Run: .venv/bin/python -m pytest tests/test_advantage_on_cpu.py
 """
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from gdpo_verl.advantage import (
+from gdpo_verl.core.advantage import (
     Condition,
     apply_conditions,
     final_normalize,

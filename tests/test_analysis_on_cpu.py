@@ -1,4 +1,4 @@
-"""Tests of the distinct-advantage-group analysis (gdpo_verl/analysis.py): hand-derived counts, an independent
+"""Tests of the distinct-advantage-group analysis (gdpo_verl/tools/analysis.py): hand-derived counts, an independent
 brute-force oracle, method ordering, the batch report, and the CLI's output formats.
 
 Run: .venv/bin/python -m pytest tests/test_analysis_on_cpu.py
@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 import torch
 
-from gdpo_verl.advantage import gdpo_advantages, group_index, grpo_advantages
-from gdpo_verl.analysis import (
+from gdpo_verl.core.advantage import gdpo_advantages, group_index, grpo_advantages
+from gdpo_verl.core.metrics import step_metrics
+from gdpo_verl.tools.analysis import (
     METHODS,
     batch_report,
     binary_vectors,
@@ -28,7 +29,6 @@ from gdpo_verl.analysis import (
     plot_distinct,
     unique_group_vectors,
 )
-from gdpo_verl.metrics import step_metrics
 
 
 def test_k2_g2_hand_derived():

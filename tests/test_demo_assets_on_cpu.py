@@ -1,4 +1,4 @@
-"""Tests of the CPU demo's offline assets: toy rewards, the task's verl parquet, the cached asset build.
+"""Tests of the CPU demo's offline assets: the task's verl parquet, the cached asset build, the tokenizer.
 
 Run with ``.venv/bin/python -m pytest tests/test_demo_assets_on_cpu.py``. The asset build runs once per
 module with a shortened warm start (150 instead of 700 steps, about 10 s on 2 cores) into a temporary cache.
@@ -21,60 +21,16 @@ from hypothesis import strategies as st
 
 import gdpo_verl.demo.threads
 import gdpo_verl.demo.warmstart
-import gdpo_verl.rewards.toy
 from gdpo_verl.demo import assets as assets_module
+from gdpo_verl.demo.rewards import REWARD_KEYS, compute_score
 from gdpo_verl.demo.settings import DemoSettings, WarmStartConfig
 from gdpo_verl.demo.task import DATA_SOURCE, Problem, split_problems, write_splits
-from gdpo_verl.rewards.toy import (
-    REWARD_KEYS,
-    brevity_reward,
-    compute_score,
-    correctness_reward,
-    extract_answer,
-    format_reward,
-)
 
 QUICK = DemoSettings(warm_start=WarmStartConfig(clean_steps=120, noisy_steps=30))
 MAX_PROMPT_TOKENS = MAX_RESPONSE_TOKENS = 16
 
-# (response, ground truth) -> (format, correctness, brevity), computed by hand.
-CASES = [
-    ("<a>7</a>", "7", (1.0, 1.0, 1.0)),
-    ("  <a>7</a>\n", "7", (1.0, 1.0, 1.0)),
-    ("<a>18</a>", 18, (1.0, 1.0, 1.0)),
-    ("3+4=7 <a>7</a>", "7", (1.0, 1.0, 0.0)),
-    ("<a>8</a>", "7", (1.0, 0.0, 1.0)),
-    ("3+4=8 <a>8</a>", "7", (1.0, 0.0, 0.0)),
-    ("7", "7", (0.0, 0.0, 1.0)),
-    ("<a>7", "7", (0.0, 0.0, 1.0)),
-    ("7</a>", "7", (0.0, 0.0, 1.0)),
-    ("<a>7</a>.", "7", (0.0, 1.0, 1.0)),
-    ("<a>1</a><a>7</a>", "7", (0.0, 1.0, 0.0)),
-    ("<a> 7 </a>", "7", (0.0, 1.0, 1.0)),
-    ("<a>seven</a>", "7", (0.0, 0.0, 0.0)),
-    ("", "7", (0.0, 0.0, 1.0)),
-    ("the answer is <a>7</a>", "7", (1.0, 1.0, 0.0)),
-]
 
-
-@pytest.mark.parametrize(("response", "truth", "expected"), CASES)
-def test_rewards_on_hand_computed_cases(response, truth, expected):
-    got = (format_reward(response, truth), correctness_reward(response, truth), brevity_reward(response, truth))
-    assert got == expected
-    score = compute_score(DATA_SOURCE, response, truth, extra_info={"split": "train", "index": 0})
-    assert score == {"score": sum(expected), **dict(zip(REWARD_KEYS, expected))}
-
-
-@given(st.text(), st.one_of(st.text(), st.integers()))
-def test_rewards_never_raise_and_stay_binary(response, truth):
-    score = compute_score(DATA_SOURCE, response, truth)
-    assert list(score) == ["score", *REWARD_KEYS]
-    assert all(score[key] in (0.0, 1.0) for key in REWARD_KEYS)
-    assert score["score"] == sum(score[key] for key in REWARD_KEYS)
-    assert extract_answer(response) is None or isinstance(extract_answer(response), str)
-
-
-@pytest.mark.parametrize("module", [gdpo_verl.rewards.toy, gdpo_verl.demo.warmstart, gdpo_verl.demo.threads])
+@pytest.mark.parametrize("module", [gdpo_verl.demo.warmstart, gdpo_verl.demo.threads])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gdpo_verl.cpu.smoke_report import read_metrics, summarize
+from tests.helpers.run_report import read_metrics, summarize
 
 pytestmark = pytest.mark.e2e
 COMPONENTS = ("format", "correctness", "brevity")

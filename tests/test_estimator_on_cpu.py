@@ -44,7 +44,7 @@ def well_conditioned(scores, uids, mask, weights, norm_by_std=True):
     A_sum (about 1e-7) becomes about 1e-3 in the output, while ours (float64 statistics) stays accurate,
     so the two can only be compared where the batch carries a signal (var >= 1e-6).
     """
-    from gdpo_verl.advantage import group_index, group_normalize
+    from gdpo_verl.core.advantage import group_index, group_normalize
 
     group, n = group_index(uids)
     a = group_normalize(scores, group, n, norm_by_std=norm_by_std) @ torch.tensor(weights, dtype=torch.float64)

@@ -154,8 +154,8 @@ def test_manager_builds_and_scores_inside_a_ray_actor(tmp_path):
 
             tok = AutoTokenizer.from_pretrained(tok_dir)
             comps = [
-                {"name": "format", "path": "gdpo_verl.rewards.toy", "fn": "format_reward"},
-                {"name": "correctness", "path": "gdpo_verl.rewards.toy", "fn": "correctness_reward"},
+                {"name": "format", "path": "gdpo_verl.demo.rewards", "fn": "format_reward"},
+                {"name": "correctness", "path": "gdpo_verl.demo.rewards", "fn": "correctness_reward"},
             ]
             manager = get_reward_manager_cls("gdpo_multi")(make_config(comps), tok)
             data = make_batch(tok, ["<a>7</a>"], ["toy"], ["7"])

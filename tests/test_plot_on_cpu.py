@@ -1,4 +1,4 @@
-"""Tests of the training-curve plot (gdpo_verl/plot.py) on small synthetic verl file-logger runs.
+"""Tests of the training-curve plot (gdpo_verl/tools/plot.py) on small synthetic verl file-logger runs.
 
 Run: .venv/bin/python -m pytest tests/test_plot_on_cpu.py
 """
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from gdpo_verl.plot import band, load_runs, main, panels_for, plot_runs, read_metrics, reward_names
+from gdpo_verl.tools.plot import band, load_runs, main, panels_for, plot_runs, read_metrics, reward_names
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

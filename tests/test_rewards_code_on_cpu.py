@@ -1,4 +1,4 @@
-"""Code rewards (gdpo_verl.rewards.code): pass rate and bug-free on programs run in the real sandbox.
+"""Code rewards (gdpo_verl.rewards.code_tests): pass rate and bug-free on programs run in the real sandbox.
 
 Definitions (module docstring): pass rate = tests passed / tests run; bug-free = 1 - tests whose run crashed
 (exception, syntax error, non-zero exit, time-out, limit) / tests run; a wrong answer is not a crash; no
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gdpo_verl.rewards import code
-from gdpo_verl.rewards.code import bug_free_reward, compute_score, evaluate, extract_code, pass_rate_reward
+from gdpo_verl.rewards import code_tests as code
+from gdpo_verl.rewards.code_tests import bug_free_reward, compute_score, evaluate, extract_code, pass_rate_reward
 
 FAST = {"cpu_s": 1, "wall_s": 2.0, "budget_s": 30.0}
 DOUBLE = json.dumps({"inputs": ["2\n", "5\n", "0\n", "-4\n"], "outputs": ["4\n", "10\n", "0\n", "-8\n"]})

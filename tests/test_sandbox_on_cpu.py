@@ -1,4 +1,4 @@
-"""The code sandbox (gdpo_verl.sandbox): each limit is proven by a program that tries to break it.
+"""The code sandbox (gdpo_verl.rewards.sandbox): each limit is proven by a program that tries to break it.
 
 Infinite loop (CPU limit), sleeping (wall clock), memory bomb (RLIMIT_AS), fork bomb (RLIMIT_NPROC, nothing
 survives the run), network (a connection to a port this test opens on 127.0.0.1 must fail), writes outside
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from gdpo_verl import sandbox
-from gdpo_verl.sandbox import Limits, SandboxError, plan, run_python, run_tests
+from gdpo_verl.rewards import sandbox
+from gdpo_verl.rewards.sandbox import Limits, SandboxError, plan, run_python, run_tests
 
 TIGHT = Limits(cpu_s=1, wall_s=3.0, memory_mb=256, nproc=16, fsize_mb=1, max_output_bytes=10_000)
 
@@ -302,7 +302,7 @@ def test_fusion_service_failures_raise(fusion_url):
 UNPRIVILEGED_RUNNER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from gdpo_verl import sandbox
+from gdpo_verl.rewards import sandbox
 limits = sandbox.Limits(cpu_s=1, wall_s=3.0, memory_mb=256, nproc=16, fsize_mb=1)
 runs = [sandbox.run_python(program, stdin, limits).stdout for program, stdin in json.loads(sys.argv[2])]
 print(json.dumps({"layers": sandbox.plan().layers, "stdouts": runs}))

@@ -11,11 +11,12 @@ Public API:
 
 Modules: ``platform``/``device`` (verl platform ``cpu``), ``patches`` (the one monkeypatch, version-pinned),
 ``hf_rollout`` (``rollout.name=hf``: a ``transformers`` generate server), ``autoload`` (worker hook),
-``smoke`` (``python -m gdpo_verl.cpu.smoke``: a short GRPO run). Importing this package imports no verl code.
+``engine`` (verl's FSDP engines registered for device ``cpu``), ``preset`` (the Hydra overrides),
+``backend_check`` (start-up check of the rollout engine). Importing this package imports no verl code.
 """
 
-from gdpo_verl.cpu.activation import DEVICE_ENV_FLAG, activate, is_active
+from gdpo_verl.cpu.activation import DEVICE_ENV_FLAG, activate
 from gdpo_verl.cpu.backend_check import check_rollout_backend
 from gdpo_verl.cpu.preset import cpu_overrides, cpu_runtime_env
 
-__all__ = ["DEVICE_ENV_FLAG", "activate", "check_rollout_backend", "cpu_overrides", "cpu_runtime_env", "is_active"]
+__all__ = ["DEVICE_ENV_FLAG", "activate", "check_rollout_backend", "cpu_overrides", "cpu_runtime_env"]

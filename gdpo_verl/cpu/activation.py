@@ -28,15 +28,10 @@ _active = False
 
 def worker_env_vars() -> dict[str, str]:
     """Environment that makes a process activate the backend on ``import verl`` (keeps other external modules)."""
-    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-    if AUTOLOAD_MODULE not in modules:
-        modules.append(AUTOLOAD_MODULE)
-    return {DEVICE_ENV_FLAG: DEVICE_ENV_VALUE, "VERL_USE_EXTERNAL_MODULES": ",".join(modules)}
+    from gdpo_verl.verl_glue import EXTERNAL_MODULES_ENV, with_external_modules
 
-
-def is_active() -> bool:
-    """Whether :func:`activate` has run in this process."""
-    return _active
+    modules = with_external_modules(os.environ.get(EXTERNAL_MODULES_ENV), AUTOLOAD_MODULE)
+    return {DEVICE_ENV_FLAG: DEVICE_ENV_VALUE, EXTERNAL_MODULES_ENV: modules}
 
 
 def _install_platform() -> None:

@@ -3,7 +3,7 @@
 ``check_rollout_backend(config)`` looks at ``actor_rollout_ref.rollout.name`` (and the reward model's rollout when
 it is enabled). For ``vllm``, ``sglang`` and ``trtllm`` it checks, without importing them, that the engine's
 package is installed, and otherwise raises ``RuntimeError`` naming the CPU preset. ``hf`` (the CPU backend's
-rollout) needs nothing extra. The lead's entry point calls it before ``run_ppo``; on a GPU machine with vLLM
+rollout) needs nothing extra. ``python -m gdpo_verl.main`` calls it before Ray starts; on a GPU machine with vLLM
 installed it passes silently.
 """
 

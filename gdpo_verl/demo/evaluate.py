@@ -2,7 +2,7 @@
 
 Used by the asset build (to print the warm-started model's rates) and by the tests. Prompts are left
 padded into one batch ``(n_problems * samples, prompt_len)``; responses are cut at eos and decoded with
-``skip_special_tokens=True``, as verl's reward loop does, then scored by ``gdpo_verl.rewards.toy``.
+``skip_special_tokens=True``, as verl's reward loop does, then scored by ``gdpo_verl.demo.rewards``.
 Run ``python -m gdpo_verl.demo.evaluate MODEL_DIR`` to print the rates of a saved model.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from gdpo_verl.demo.rewards import REWARD_KEYS, compute_score
 from gdpo_verl.demo.task import Problem
 from gdpo_verl.demo.threads import torch_threads
-from gdpo_verl.rewards.toy import REWARD_KEYS, compute_score
 
 MAX_NEW_TOKENS = 16
 

@@ -1,7 +1,7 @@
 """The toy multi-reward task of the CPU demo: single-digit addition answered as ``<a>N</a>``.
 
 A prompt is one user turn ``"3+4="``; a good response is ``<a>7</a>``. Its three rewards live in
-``gdpo_verl.rewards.toy`` (format, correctness, brevity). There are 100 distinct problems (a, b in 0..9):
+``gdpo_verl.demo.rewards`` (format, correctness, brevity). There are 100 distinct problems (a, b in 0..9):
 the train split repeats each a few times in a seeded shuffle, the val split is a seeded sample of them.
 Val shares its facts with train on purpose: the demo measures whether RL sharpens a half-learned policy
 (format, brevity, picking the right sum), not generalization.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gdpo_verl.rewards.toy import ANSWER_CLOSE, ANSWER_OPEN
+from gdpo_verl.demo.rewards import ANSWER_CLOSE, ANSWER_OPEN
 
 DATA_SOURCE = "gdpo_verl/toy_addition"
 ABILITY = "arithmetic"

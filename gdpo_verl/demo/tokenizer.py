@@ -25,7 +25,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from gdpo_verl.rewards.toy import ANSWER_CLOSE, ANSWER_OPEN
+from gdpo_verl.demo.rewards import ANSWER_CLOSE, ANSWER_OPEN
 
 PAD, BOS, EOS, UNK = "<|pad|>", "<|bos|>", "<|end|>", "<|unk|>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")

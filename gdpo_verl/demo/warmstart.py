@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from gdpo_verl.demo.rewards import ANSWER_CLOSE, ANSWER_OPEN
 from gdpo_verl.demo.settings import DemoMix, WarmStartConfig
 from gdpo_verl.demo.task import Problem
 from gdpo_verl.demo.threads import torch_threads
-from gdpo_verl.rewards.toy import ANSWER_CLOSE, ANSWER_OPEN
 
 MALFORMED_LAYOUTS = ("{v}", ANSWER_OPEN + "{v}", ANSWER_OPEN + "{v}" + ANSWER_CLOSE + ".", "a={v}")
 MAX_SUM = 18

@@ -1,8 +1,8 @@
-"""Length-budget rewards (gdpo_verl.rewards.length) on hand-computed cases, fuzzed, and timed on hostile text.
+"""Math answer correctness (rewards.math_answer) and the length budget (rewards.length): cases, fuzz, hostile text.
 
 Definitions (module docstring): correctness = the last \\boxed{} after the last </think> equals the ground
 truth after normalization (or numerically); length = 1 when the response is within budget (characters, or
-tokens from extra_info["response_length"] or a tokenizer). Run: python -m pytest tests/test_rewards_length_on_cpu.py
+tokens from extra_info["response_length"] or a tokenizer). Run: python -m pytest tests/test_rewards_math_on_cpu.py
 """
 
 import doctest
@@ -13,16 +13,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gdpo_verl.rewards import length
-from gdpo_verl.rewards.length import compute_score, correctness_reward, last_boxed, length_reward
+from gdpo_verl.rewards import length, math_answer
+from gdpo_verl.rewards.length import length_reward
+from gdpo_verl.rewards.math_answer import compute_score, correctness_reward, last_boxed
 
 
 def final(answer: str) -> str:
     return f"<think>work it out</think>\nSo the answer is $\\boxed{{{answer}}}$."
 
 
-def test_doctests():
-    assert doctest.testmod(length).failed == 0
+@pytest.mark.parametrize("module", [length, math_answer])
+def test_doctests(module):
+    assert doctest.testmod(module).failed == 0
 
 
 @pytest.mark.parametrize(

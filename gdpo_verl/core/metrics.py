@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import constant_groups, group_index, group_normalize, weight_vector
+from gdpo_verl.core.advantage import constant_groups, group_index, group_normalize, weight_vector
 
 ROUND = 1e-4
 

@@ -13,7 +13,7 @@ The policy sees ``"3+4="`` and should answer ``<a>7</a>``. Three rewards, each i
 All functions are pure, never raise on any string input, and return floats.
 ``compute_score`` follows verl's custom reward convention and returns the per-reward dict that the
 project's multi-reward manager forwards to the estimator. Run the examples with
-``python -m doctest -v gdpo_verl/rewards/toy.py``.
+``python -m doctest -v gdpo_verl/demo/rewards.py``.
 """
 
 from __future__ import annotations

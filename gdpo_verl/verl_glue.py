@@ -1,31 +1,39 @@
-"""verl trainer glue: per-reward scores to the ``gdpo`` estimator in the V1 trainer; per-reward metrics in both.
+"""Every touch point between gdpo-verl and verl 0.9.1, in one place (the CPU backend keeps its own in ``cpu/``).
 
-verl 0.9.1's V1 trainer (``trainer.use_v1=true``, the default) builds the estimator's input from a fixed
-list of TransferQueue fields (uid, response_mask, rm_scores, log-probs, values), so the reward manager's
-per-sample output never reaches the estimator there. ``install()`` (called by the plugin at ``import verl``)
-wraps every registered V1 trainer mode in ``GDPOAdvantageMixin``, which fetches ``extra_fields`` (where the
-reward loop keeps each sample's ``reward_extra_info``) and ``data_source`` for the batch and supplies them to
-the estimator. The legacy trainer already passes them in ``non_tensor_batch``.
+``install()`` is called by ``gdpo_verl.plugin`` at ``import verl`` in every process; it is idempotent and does:
 
-Metrics (``gdpo_verl.metrics``) are logged for every estimator (so the GRPO baseline shows the same
-per-reward curves) whenever ``algorithm.gdpo_reward_keys`` is set: the V1 mixin adds them to the step's
-metrics; for the legacy trainer, ``compute_data_metrics`` (called once per step with the batch) is wrapped to
-add them, with the algorithm config taken from the running ``RayPPOTrainer.fit``.
+1. estimator registry: ``core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"]`` -> ``gdpo_verl.estimator.compute_gdpo_advantage``
+   (in place of upstream's ``compute_gdpo_outcome_advantage``; logged once per process);
+2. reward-manager registry: ``gdpo_multi`` -> ``gdpo_verl.manager.MultiRewardManager``;
+3. V1 trainer registry: every registered ``PPOTrainer`` mode is wrapped in ``GDPOAdvantageMixin``. verl 0.9.1's V1
+   trainer builds the estimator's input from a fixed list of TransferQueue fields (uid, response_mask, rm_scores,
+   log-probs, values), so the mixin fetches ``extra_fields`` (where the reward loop keeps each sample's
+   ``reward_extra_info``) and ``data_source`` and supplies them to the estimator;
+4. legacy trainer (``trainer.use_v1=false``): ``ray_trainer.compute_data_metrics`` is wrapped to add the per-reward
+   metrics, with the algorithm config recorded by a wrapped ``RayPPOTrainer.fit``.
+
+Per-reward metrics (``gdpo_verl.core.metrics``) are logged for every estimator (so the GRPO baseline shows the same
+curves) whenever ``algorithm.gdpo_reward_keys`` is set. ``with_external_modules`` merges module names into verl's
+``VERL_USE_EXTERNAL_MODULES`` list (used by ``main`` for the plugin and by the CPU backend for its worker hook).
+verl is imported inside the functions, so importing this module stays cheap.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Mapping
 
 import numpy as np
 
 from gdpo_verl import estimator
-from gdpo_verl.advantage import apply_conditions
-from gdpo_verl.metrics import step_metrics
+from gdpo_verl.components import ERROR_PREFIX
+from gdpo_verl.core.advantage import apply_conditions
+from gdpo_verl.core.metrics import step_metrics
 
+logger = logging.getLogger(__name__)
 WRAPPED_MARK = "_gdpo_verl_wrapped"
-ERROR_PREFIX = "gdpo_error_"  # the multi-reward manager's per-component error flags
+EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
 _LEGACY = {}  # the legacy trainer's algorithm config while its fit() runs in this process
 
 
@@ -123,7 +131,41 @@ def _wrap_legacy_trainer() -> None:
     ray_trainer.RayPPOTrainer.fit = fit
 
 
+def _register_estimator() -> None:
+    from verl.trainer.ppo import core_algos
+
+    previous = core_algos.ADV_ESTIMATOR_REGISTRY.get(estimator.NAME)
+    if previous is estimator.compute_gdpo_advantage:
+        return
+    core_algos.ADV_ESTIMATOR_REGISTRY[estimator.NAME] = estimator.compute_gdpo_advantage
+    replaced = f"{previous.__module__}.{previous.__name__}" if previous is not None else "nothing"
+    logger.warning(
+        "gdpo-verl: adv estimator %r -> %s.compute_gdpo_advantage (replaces %s)", estimator.NAME, estimator.__name__,
+        replaced,
+    )
+
+
+def _register_reward_manager() -> None:
+    from verl.experimental.reward_loop.reward_manager import register
+
+    from gdpo_verl.manager import NAME, MultiRewardManager
+
+    register(NAME)(MultiRewardManager)
+
+
+def with_external_modules(current: str | None, *modules: str) -> str:
+    """``VERL_USE_EXTERNAL_MODULES`` value ``current`` (comma-separated) with ``modules`` added once each, in order.
+
+    >>> with_external_modules("a,b", "b", "gdpo_verl.plugin")
+    'a,b,gdpo_verl.plugin'
+    """
+    names = [m for m in str(current or "").split(",") if m]
+    return ",".join(dict.fromkeys([*names, *modules]))
+
+
 def install() -> None:
-    """Idempotent: wrap the V1 trainer modes and the legacy trainer's metrics (see the module docstring)."""
+    """Idempotent: every registration and wrapper of the module docstring, in that order."""
+    _register_estimator()
+    _register_reward_manager()
     _wrap_v1_trainers()
     _wrap_legacy_trainer()

@@ -24,8 +24,8 @@ Two backends, one result type (``SandboxResult``):
 - sandbox-fusion: ``sandbox_fusion_url=...`` posts the program to a SandboxFusion ``/run_code`` service
   (the service verl's own code rewards use); service failures raise ``SandboxError``.
 
-Run ``python -m gdpo_verl.sandbox`` to print the plan and run a smoke program, or
-``python -m gdpo_verl.sandbox 'print(6 * 7)'`` to run one. The module uses the standard library only: the
+Run ``python -m gdpo_verl.rewards.sandbox`` to print the plan and run a smoke program, or
+``python -m gdpo_verl.rewards.sandbox 'print(6 * 7)'`` to run one. The module uses the standard library only: the
 same file is the launcher that runs inside the namespaces (``python -I -S sandbox.py --launch SPEC_FD REPORT_FD``).
 """
 

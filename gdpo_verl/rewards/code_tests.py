@@ -9,7 +9,7 @@ Ground truth: JSON (a string or a dict) ``{"inputs": [...], "outputs": [...], "f
   a result equal to the output, or to its only element, passes (as in verl's reference checker).
 
 The program is the last fenced ```` ```python ```` block of the final answer (after the last ``</think>``),
-else the last untagged fenced block. It runs ONLY through ``gdpo_verl.sandbox`` (local sandbox, or the
+else the last untagged fenced block. It runs ONLY through ``gdpo_verl.rewards.sandbox`` (local sandbox, or the
 sandbox-fusion service when ``sandbox_fusion_url`` is set), at most ``max_tests`` tests of it.
 
 - ``pass_rate_reward``: the fraction of those tests whose run succeeded with the expected output.
@@ -22,19 +22,21 @@ sandbox-fusion service when ``sandbox_fusion_url`` is set), at most ``max_tests`
 The two rewards share one execution: results are cached per (program, tests, settings). Malformed ground
 truth raises ``ValueError`` (a data error); a failing sandbox raises ``SandboxError``; nothing in a
 response raises. Run the examples (they execute code in the sandbox) with
-``python -m pytest --doctest-modules gdpo_verl/rewards/code.py`` (``python -m doctest`` would import the
+``python -m pytest --doctest-modules gdpo_verl/rewards/code_tests.py`` (``python -m doctest`` would import the
 standard library's ``code`` module instead of this file).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import math
 import secrets
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from gdpo_verl.sandbox import Limits, run_tests
+from gdpo_verl.rewards.sandbox import Limits, run_tests
 
 REWARD_KEYS = ("pass_rate", "bug_free")
 _PYTHON_TAGS = ("python", "python3", "py")
@@ -156,7 +158,20 @@ def _evaluate(code: str, tests_key: str, settings: tuple) -> tuple[int, int, int
     return passed, buggy, len(results)
 
 
-_SETTINGS = ("sandbox_fusion_url", "max_tests", "cpu_s", "wall_s", "memory_mb", "budget_s")
+class Evaluation(NamedTuple):
+    """Outcome of one program on its tests: counts, and the two rewards derived from them."""
+
+    passed: int
+    buggy: int
+    total: int
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / self.total
+
+    @property
+    def bug_free(self) -> float:
+        return 1.0 - self.buggy / self.total
 
 
 def evaluate(
@@ -168,7 +183,7 @@ def evaluate(
     wall_s: float = 6.0,
     memory_mb: int = 1024,
     budget_s: float = 60.0,
-) -> tuple[int, int, int]:
+) -> Evaluation:
     """(passed, buggy, total) of the response's program; (0, 1, 1) when the response has no program.
 
     ``max_tests`` tests at most, each with ``cpu_s`` CPU seconds, ``wall_s`` wall seconds and ``memory_mb`` of
@@ -178,20 +193,19 @@ def evaluate(
     tests_key = ground_truth if isinstance(ground_truth, str) else json.dumps(ground_truth, sort_keys=True)
     parse_tests(tests_key)  # malformed ground truth is a data error even when the response has no program
     if code is None:
-        return 0, 1, 1
-    return _evaluate(code, tests_key, (max_tests, cpu_s, wall_s, memory_mb, budget_s, sandbox_fusion_url))
+        return Evaluation(0, 1, 1)
+    return Evaluation(*_evaluate(code, tests_key, (max_tests, cpu_s, wall_s, memory_mb, budget_s, sandbox_fusion_url)))
 
 
-def pass_rate_reward(
-    solution_str: str,
-    ground_truth: str | dict,
-    sandbox_fusion_url: str | None = None,
-    max_tests: int = 16,
-    cpu_s: int = 4,
-    wall_s: float = 6.0,
-    memory_mb: int = 1024,
-    budget_s: float = 60.0,
-) -> float:
+def _with_settings_of_evaluate(reward: Callable[..., float]) -> Callable[..., float]:
+    """Give ``reward(solution_str, ground_truth, **settings)`` the signature of ``evaluate`` (one place for it):
+    the multi-reward manager and the config checks read the settings a reward accepts from its signature."""
+    reward.__signature__ = inspect.signature(evaluate).replace(return_annotation=float)
+    return reward
+
+
+@_with_settings_of_evaluate
+def pass_rate_reward(solution_str: str, ground_truth: str | dict, **settings: Any) -> float:
     """Fraction of tests passed (settings: see ``evaluate``).
 
     >>> tests = '{"inputs": ["2\\\\n", "5\\\\n"], "outputs": ["4\\\\n", "10\\\\n"]}'
@@ -200,22 +214,11 @@ def pass_rate_reward(
     >>> pass_rate_reward("```python\\nprint(4)\\n```", tests)  # right on the first test only
     0.5
     """
-    passed, _, total = evaluate(
-        solution_str, ground_truth, sandbox_fusion_url, max_tests, cpu_s, wall_s, memory_mb, budget_s
-    )
-    return passed / total
+    return evaluate(solution_str, ground_truth, **settings).pass_rate
 
 
-def bug_free_reward(
-    solution_str: str,
-    ground_truth: str | dict,
-    sandbox_fusion_url: str | None = None,
-    max_tests: int = 16,
-    cpu_s: int = 4,
-    wall_s: float = 6.0,
-    memory_mb: int = 1024,
-    budget_s: float = 60.0,
-) -> float:
+@_with_settings_of_evaluate
+def bug_free_reward(solution_str: str, ground_truth: str | dict, **settings: Any) -> float:
     """1 minus the fraction of tests whose run crashed (settings: see ``evaluate``).
 
     >>> tests = '{"inputs": ["2\\\\n", "0\\\\n"], "outputs": ["5\\\\n", "0\\\\n"]}'
@@ -224,10 +227,10 @@ def bug_free_reward(
     >>> bug_free_reward("```python\\nprint(7)\\n```", tests)  # wrong answers, but no crash
     1.0
     """
-    _, buggy, total = evaluate(
-        solution_str, ground_truth, sandbox_fusion_url, max_tests, cpu_s, wall_s, memory_mb, budget_s
-    )
-    return 1.0 - buggy / total
+    return evaluate(solution_str, ground_truth, **settings).bug_free
+
+
+_SETTINGS = tuple(inspect.signature(evaluate).parameters)[2:]
 
 
 def compute_score(
@@ -241,6 +244,6 @@ def compute_score(
     {'score': 0.0, 'pass_rate': 0.0, 'bug_free': 0.0}
     """
     settings = {key: value for key, value in kwargs.items() if key in _SETTINGS}
-    passed, buggy, total = evaluate(solution_str, ground_truth, **settings)
-    scores = {"pass_rate": passed / total, "bug_free": 1.0 - buggy / total}
+    result = evaluate(solution_str, ground_truth, **settings)
+    scores = {"pass_rate": result.pass_rate, "bug_free": result.bug_free}
     return {"score": sum(scores.values()), **scores}

@@ -1,15 +1,15 @@
 """Count distinct advantage groups under GRPO, GRPO w/o std and GDPO (the paper's Figure 3), exhaustively or on a batch.
 
 Run (from the repository root):
-    python -m gdpo_verl.analysis distinct                                   # K=2, G=2-8, CSV on stdout
-    python -m gdpo_verl.analysis distinct --rewards 2 --rollouts 2-16 --format markdown
-    python -m gdpo_verl.analysis distinct --rewards 2-4 --rollouts 2-8 --plot docs/distinct_groups.png
-    python -m gdpo_verl.analysis batch batch.parquet --rewards format,correctness   # a saved batch
+    python -m gdpo_verl.tools.analysis distinct                                   # K=2, G=2-8, CSV on stdout
+    python -m gdpo_verl.tools.analysis distinct --rewards 2 --rollouts 2-16 --format markdown
+    python -m gdpo_verl.tools.analysis distinct --rewards 2-4 --rollouts 2-8 --plot docs/distinct_groups.png
+    python -m gdpo_verl.tools.analysis batch batch.parquet --rewards format,correctness   # a saved batch
 
 ``distinct``: binary rewards. For K rewards and G rollouts it enumerates every unordered multiset of G reward
 vectors from {0,1}^K (C(2^K + G - 1, G) groups; the G=2, K=2 case has 10). Each group is one batch of G
 responses sharing a uid; its advantage vector (G,) is computed per method with the project's own estimator
-math (``gdpo_verl.advantage.group_normalize``, verl's GRPO semantics: unbiased std, eps 1e-6, a group whose
+math (``gdpo_verl.core.advantage.group_normalize``, verl's GRPO semantics: unbiased std, eps 1e-6, a group whose
 values are all equal gets zeros):
     grpo         sum the rewards (weights first), then normalize in the group: (s - mean) / (std + eps)
     grpo_no_std  sum the rewards, subtract the group mean only (the paper's "GRPO w/o std")
@@ -24,7 +24,7 @@ Output columns (CSV): ``method,num_rewards,num_rollouts,distinct_groups``.
     pd.DataFrame({"uid": batch.non_tensor_batch["uid"], "format": ..., "correctness": ...}).to_parquet(FILE)
 FILE is .parquet, .jsonl (one object per line) or .npz (one array per column; string uids, not objects).
 It reports per method the number of distinct group vectors (groups may differ in size) and of distinct
-per-response values (``gdpo_verl.metrics.distinct_values``, the same count the trainer logs as
+per-response values (``gdpo_verl.core.metrics.distinct_values``, the same count the trainer logs as
 ``gdpo/collapse/distinct_*``). Missing rewards (NaN/null) abstain under GDPO and count as 0 in GRPO's sum.
 """
 
@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import group_index, group_normalize
-from gdpo_verl.metrics import distinct_values
+from gdpo_verl.core.advantage import group_index, group_normalize
+from gdpo_verl.core.metrics import distinct_values
 
 METHODS = ("grpo", "grpo_no_std", "gdpo")
 FORMATS = ("csv", "markdown")
@@ -69,7 +69,7 @@ def method_advantages(
     """Per-response advantage (bs,) float64 of ``method`` before any batch-wise step.
 
     scores: (bs, K) raw rewards (NaN = missing); group: (bs,) int64 dense group index in [0, num_groups).
-    ``grpo``/``grpo_no_std`` are ``gdpo_verl.advantage.grpo_advantages`` (with/without std) and ``gdpo`` is
+    ``grpo``/``grpo_no_std`` are ``gdpo_verl.core.advantage.grpo_advantages`` (with/without std) and ``gdpo`` is
     ``gdpo_advantages(..., final_norm="none")``, composed from the same ``group_normalize`` but kept in float64
     and per response instead of per token.
     """
@@ -440,7 +440,7 @@ def _stderr_progress(line: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m gdpo_verl.analysis",
+        prog="python -m gdpo_verl.tools.analysis",
         description="Distinct advantage groups under GRPO, GRPO w/o std and GDPO (paper Figure 3).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{distinct,batch}")

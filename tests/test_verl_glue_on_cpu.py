@@ -18,8 +18,8 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.v1 import get_trainer_cls
 
-from gdpo_verl.advantage import gdpo_advantages
-from gdpo_verl.trainer import GDPOAdvantageMixin, columns_from_extra_fields, reward_metrics
+from gdpo_verl.core.advantage import gdpo_advantages
+from gdpo_verl.verl_glue import GDPOAdvantageMixin, columns_from_extra_fields, reward_metrics
 
 NAN = float("nan")
 # manager output for 4 samples in 2 groups; sample 3 comes from a data source without "correctness"
@@ -89,7 +89,7 @@ def test_reward_metrics_per_component_errors_sources_and_collapse_for_any_estima
 def test_legacy_trainer_metrics_hook_is_installed_once():
     from verl.trainer.ppo import ray_trainer
 
-    from gdpo_verl.trainer import WRAPPED_MARK, install
+    from gdpo_verl.verl_glue import WRAPPED_MARK, install
 
     install()
     assert getattr(ray_trainer.compute_data_metrics, WRAPPED_MARK) is True

@@ -1,9 +1,9 @@
 """Plot per-reward training curves of GDPO and GRPO runs from verl's metrics.jsonl files (PNG, matplotlib Agg).
 
 Run (from the repository root):
-    python -m gdpo_verl.plot outputs/2026-01-01/12-00-00 outputs/2026-01-01/12-30-00 -o rewards.png
-    python -m gdpo_verl.plot multirun/2026-01-01/12-00-00            # every run below it (Hydra multirun)
-    python -m gdpo_verl.plot runA runB --label gdpo --label grpo --smooth 5 --val
+    python -m gdpo_verl.tools.plot outputs/2026-01-01/12-00-00 outputs/2026-01-01/12-30-00 -o rewards.png
+    python -m gdpo_verl.tools.plot multirun/2026-01-01/12-00-00            # every run below it (Hydra multirun)
+    python -m gdpo_verl.tools.plot runA runB --label gdpo --label grpo --smooth 5 --val
 
 A RUN is a directory holding ``metrics.jsonl`` (verl's file logger: one ``{"step": int, "data": {...}}`` per
 line), or such a ``.jsonl`` file itself; a directory without one is searched recursively. Its method and seed
@@ -246,7 +246,7 @@ def plot_runs(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m gdpo_verl.plot",
+        prog="python -m gdpo_verl.tools.plot",
         description="Per-reward training curves of GDPO vs GRPO runs (median and IQR over seeds).",
     )
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directory, multirun directory or .jsonl file")

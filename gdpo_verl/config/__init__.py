@@ -1,1 +1,0 @@
-"""Hydra configs of gdpo-verl (composed by ``python -m gdpo_verl.main``)."""
