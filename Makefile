@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip
 PYTEST_ARGS ?=
 
-.PHONY: install test lint format precommit demo bench clean
+.PHONY: install test test-fast lint format precommit demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,8 +23,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The full suite (what CI runs): unit tests, config composition, sandbox, end-to-end training runs.
 test: install
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+
+# The fast tier: everything not marked slow (no end-to-end training, no per-recipe command composition).
+test-fast: install
+	$(BIN)/python -m pytest tests -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

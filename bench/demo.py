@@ -13,7 +13,6 @@ and writes the per-reward curves of all runs (median and IQR band over seeds) to
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from gdpo_verl.tools.runs import training_rows
 
 REWARDS = ("format", "correctness", "brevity")
 
@@ -53,11 +54,6 @@ def run_tree_peak_rss(cmd: list[str], log: Path) -> tuple[int, float, float]:
     return code, time.monotonic() - start, peak / 2**30
 
 
-def read_steps(metrics: Path) -> list[dict]:
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    return [{"step": r["step"], **r["data"]} for r in rows if "gdpo/format/mean" in r["data"]]
-
-
 def learning(steps: list[dict], name: str) -> tuple[float, float, int | None]:
     values = [s[f"gdpo/{name}/mean"] for s in steps]
     start, end = statistics.mean(values[:3]), statistics.mean(values[-5:])
@@ -87,7 +83,7 @@ def main() -> None:
             code, wall, peak = run_tree_peak_rss(cmd, out / "run.log")
             if code != 0:
                 raise SystemExit(f"{method} seed={seed} failed (exit {code}); see {out / 'run.log'}")
-            steps = read_steps(out / "metrics.jsonl")
+            steps = [s for s in training_rows(out / "metrics.jsonl") if "gdpo/format/mean" in s]
             runs[(method, seed)] = {
                 "wall": wall,
                 "peak": peak,

@@ -20,14 +20,7 @@ import numbers
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import (
-    BadRecord,
-    arg_parser,
-    convert_report_write,
-    load_records,
-    require_text,
-    verl_row,
-)
+from data_prep.common import BadRecord, arg_parser, convert_report_write, load_records, require_text, verl_row
 
 TASK = "deepscaler"
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."

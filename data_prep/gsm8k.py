@@ -19,14 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import (
-    BadRecord,
-    arg_parser,
-    convert_report_write,
-    load_records,
-    require_text,
-    verl_row,
-)
+from data_prep.common import BadRecord, arg_parser, convert_report_write, load_records, require_text, verl_row
 from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT
 
 TASK = "gsm8k"

@@ -22,14 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from data_prep.common import (
-    BadRecord,
-    arg_parser,
-    convert_report_write,
-    read_records,
-    require_text,
-    verl_row,
-)
+from data_prep.common import BadRecord, arg_parser, convert_report_write, read_records, require_text, verl_row
 from gdpo_verl.rewards.toolcall import ground_truth_calls
 
 TASK = "toolcall"

@@ -30,6 +30,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gdpo_verl.core.advantage import Condition
+from gdpo_verl.core.choices import check_choice
+
 ON_ERROR = ("raise", "nan")
 CALL_ARGS = ("data_source", "solution_str", "ground_truth", "extra_info")
 ERROR_PREFIX = "gdpo_error_"  # reward_extra_info key of a component's error flag, written by the manager
@@ -71,6 +74,16 @@ class RewardSpec:
         return [c.weight for c in self.components]
 
     @property
+    def gates(self) -> tuple[Condition, ...]:
+        """The conditions as ``gdpo_verl.core.advantage.Condition`` over the components' order."""
+        names = self.names
+        return tuple(
+            Condition(names.index(c.name), names.index(c.condition_on), c.threshold)
+            for c in self.components
+            if c.condition_on
+        )
+
+    @property
     def conditions(self) -> dict[str, dict[str, Any]]:
         """In ``algorithm.gdpo_reward_conditions`` form: {target: {on, threshold}}."""
         return {c.name: {"on": c.condition_on, "threshold": c.threshold} for c in self.components if c.condition_on}
@@ -98,9 +111,7 @@ def yaml_on(condition):
 def parse_spec(block) -> RewardSpec:
     """Validate a ``reward.gdpo`` mapping; every error names the bad key and value and the fix."""
     block = _plain(block) or {}
-    on_error = block.get("on_error", "raise")
-    if on_error not in ON_ERROR:
-        raise ValueError(f"reward.gdpo.on_error={on_error!r} is unknown; valid values: {', '.join(ON_ERROR)}")
+    on_error = check_choice("reward.gdpo.on_error", block.get("on_error", "raise"), ON_ERROR)
     timeout = block.get("timeout_s", 30.0)
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ValueError(f"reward.gdpo.timeout_s={timeout!r} must be a positive number of seconds or null")

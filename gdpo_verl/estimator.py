@@ -38,10 +38,10 @@ from gdpo_verl.core.advantage import (
     FINAL_NORMS,
     Condition,
     apply_conditions,
-    check_final_norm,
     final_normalize,
     gdpo_advantages,
 )
+from gdpo_verl.core.choices import check_choice
 
 NAME = "gdpo"
 SCORE_PREFIX = "token_level_scores_"
@@ -111,15 +111,10 @@ class GDPOSettings:
                     "(form: {<component>: {on: <other component>, threshold: <float>}})"
                 )
             conditions.append(Condition(keys.index(target), keys.index(on), float(spec.get("threshold", 0.0))))
-        final_norm = str(_get(config, "gdpo_final_norm", "token"))
-        if final_norm not in FINAL_NORMS:
-            raise ValueError(
-                f"algorithm.gdpo_final_norm={final_norm!r} is not a GDPO final normalization; "
-                f"valid values: {', '.join(FINAL_NORMS)}"
-            )
-        backend = str(_get(config, "gdpo_backend", "fast"))
-        if backend not in BACKENDS:
-            raise ValueError(f"algorithm.gdpo_backend={backend!r} is unknown; valid values: {', '.join(BACKENDS)}")
+        final_norm = check_choice(
+            "algorithm.gdpo_final_norm", str(_get(config, "gdpo_final_norm", "token")), FINAL_NORMS
+        )
+        backend = check_choice("algorithm.gdpo_backend", str(_get(config, "gdpo_backend", "fast")), BACKENDS)
         return cls(
             keys=tuple(keys),
             weights=tuple(weights),
@@ -234,4 +229,4 @@ def compute_gdpo_advantage(
     return adv, adv
 
 
-__all__ = ["BACKENDS", "FINAL_NORMS", "GDPOSettings", "check_final_norm", "compute_gdpo_advantage"]
+__all__ = ["BACKENDS", "FINAL_NORMS", "GDPOSettings", "compute_gdpo_advantage"]

@@ -1,108 +1,64 @@
 """``python -m gdpo_verl.main``: compose verl's config with gdpo-verl's, validate it, run verl's trainer.
 
-Run (from the repository root):
+Run (from any directory):
     python -m gdpo_verl.main                                  # embedded default: the toy demo (CPU if no GPU)
     python -m gdpo_verl.main algorithm.adv_estimator=grpo     # GRPO baseline on the same reward components
     python -m gdpo_verl.main --cfg job                        # print the composed config; starts nothing
     python -m gdpo_verl.main -m algorithm.adv_estimator=grpo,gdpo seed=0,1    # sweep, one job after another
-    python -m gdpo_verl.main --config-name toolcall_gdpo      # a recipe from recipes/
+    python -m gdpo_verl.main --config-name toolcall_gdpo      # a recipe from recipes/ (shipped in the package)
+    python -m gdpo_verl.main --config-dir my_configs --config-name my_run   # your own config
 
-The Hydra app composes ``demo`` (or ``--config-name``) on top of ``gdpo_trainer``, which composes verl's
-``ppo_trainer`` (search path ``pkg://verl.trainer.config``). Before Ray starts it derives
-``algorithm.gdpo_reward_*`` from ``reward.gdpo.components`` and validates everything, so a bad config fails
-in seconds with the bad key named. Then it runs verl's ``run_ppo`` with verl's own TaskRunner (V1 or legacy,
-``trainer.use_v1``); ``import verl`` loads ``gdpo_verl.plugin`` in the TaskRunner and every Ray worker.
-Each job writes ``metrics.jsonl`` (verl's file logger) and ``checkpoints/`` in its own output directory
-and shuts Ray down at the end, so multirun jobs run cleanly one after another.
+A plain Hydra app: its configs are ``recipes/`` (installed as ``gdpo_verl.recipes``); each recipe composes
+``gdpo_trainer``, which composes verl's ``ppo_trainer`` (``hydra.searchpath: [pkg://verl.trainer.config]`` in each
+primary config). In the job, ``launch.device`` (YAML or command line) decides the device: on CPU the backend is
+activated and the config is composed again with the CPU preset (``gdpo_verl.cpu.cpu_overrides``) before the
+job's own overrides, so those still win. Before Ray starts it derives ``algorithm.gdpo_reward_*`` from
+``reward.gdpo.components`` and validates everything, so a bad config fails in seconds with the bad key named.
+Then it runs verl's ``run_ppo`` with verl's own TaskRunner (V1 or legacy, ``trainer.use_v1``); ``import verl``
+loads ``gdpo_verl.plugin`` in the TaskRunner and every Ray worker. Each job writes ``metrics.jsonl`` (verl's file
+logger) and ``checkpoints/`` in its own output directory and shuts Ray down at the end, so multirun jobs run
+cleanly one after another.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gdpo_verl.components import RewardSpec, parse_spec, resolve
+from gdpo_verl.core.choices import check_choice
+from gdpo_verl.verl_glue import EXTERNAL_MODULES_ENV, with_external_modules
 
 PLUGIN_MODULE = "gdpo_verl.plugin"
 METRICS_FILE = "metrics.jsonl"
-REPO_RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+DEVICES = ("auto", "cpu", "gpu")
 
 
-def _argv_value(argv: list[str], key: str) -> str | None:
-    for arg in argv:
-        if arg.lstrip("+").startswith(key + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
-def wants_cpu(argv: list[str]) -> bool:
-    """``launch.device`` from the command line: auto (default) means CPU when no CUDA GPU is visible."""
-    choice = _argv_value(argv, "launch.device") or "auto"
-    if choice not in ("auto", "cpu", "gpu"):
-        raise SystemExit(f"launch.device={choice!r} is unknown; valid values: auto, cpu, gpu")
-    if choice == "auto":
+def wants_cpu(cfg: DictConfig) -> bool:
+    """``launch.device``: ``auto`` means CPU when no CUDA GPU is visible."""
+    device = check_choice("launch.device", cfg.launch.get("device", "auto"), DEVICES)
+    if device == "auto":
         import torch
 
         return not torch.cuda.is_available()
-    return choice == "cpu"
+    return device == "cpu"
 
 
-HYDRA_VALUE_FLAGS = {
-    "--cfg",
-    "-c",
-    "--package",
-    "-p",
-    "--config-path",
-    "-cp",
-    "--config-name",
-    "-cn",
-    "--config-dir",
-    "-cd",
-    "--experimental-rerun",
-}
-INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+def with_device_preset(cfg: DictConfig) -> DictConfig:
+    """On CPU: activate the backend and compose the job's config again with the CPU preset before its overrides."""
+    if not wants_cpu(cfg):
+        return cfg
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
 
+    from gdpo_verl.cpu import activate, cpu_overrides
 
-def split_argv(args: list[str]) -> tuple[list[str], list[str]]:
-    """Hydra's command line -> (flags with their values, overrides); argparse wants overrides contiguous."""
-    flags, overrides, i = [], [], 0
-    while i < len(args):
-        arg = args[i]
-        if arg.startswith("-"):
-            flags.append(arg)
-            takes_value = arg in HYDRA_VALUE_FLAGS or (
-                arg == "--info" and i + 1 < len(args) and args[i + 1] in INFO_VALUES
-            )
-            if takes_value and i + 1 < len(args):
-                flags.append(args[i + 1])
-                i += 1
-        else:
-            overrides.append(arg)
-        i += 1
-    return flags, overrides
-
-
-def prepare_argv(argv: list[str]) -> list[str]:
-    """Put recipes/ on Hydra's search path and, on CPU, the CPU preset before the user's overrides."""
-    program = argv[0]
-    flags, args = split_argv(argv[1:])
-    extra = []
-    recipes = next((c for c in (Path.cwd() / "recipes", REPO_RECIPES) if c.is_dir()), None)
-    if recipes is not None and not any(f in flags for f in ("--config-dir", "-cd")):
-        # Hydra looks the primary config up before it reads hydra.searchpath, so recipes need --config-dir.
-        flags = [*flags, "--config-dir", str(recipes)]
-    if not any(a.startswith("hydra.searchpath") for a in args):
-        extra.append("hydra.searchpath=[pkg://verl.trainer.config]")
-    if wants_cpu(args):
-        from gdpo_verl.cpu import activate, cpu_overrides
-
-        activate()  # before Hydra composes: some of verl's config modules read the platform when imported
-        extra.extend(cpu_overrides())
-    return [program, *flags, *extra, *args]
+    activate()
+    job = HydraConfig.get()
+    return compose(config_name=job.job.config_name, overrides=[*cpu_overrides(), *job.overrides.task])
 
 
 def apply_components(cfg: DictConfig) -> RewardSpec | None:
@@ -156,7 +112,8 @@ def validate(cfg: DictConfig) -> None:
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
 
-def _output_dir(cfg: DictConfig) -> Path:
+def output_dir(cfg: DictConfig) -> Path:
+    """``launch.output_dir``, else the Hydra job's output directory."""
     if cfg.launch.get("output_dir"):
         return Path(cfg.launch.output_dir).resolve()
     from hydra.core.hydra_config import HydraConfig
@@ -166,7 +123,7 @@ def _output_dir(cfg: DictConfig) -> Path:
 
 def prepare(cfg: DictConfig) -> Path:
     """Fill run-time values (demo assets, output paths, worker env), validate, resolve. Returns the output dir."""
-    out = _output_dir(cfg)
+    out = output_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     with open_dict(cfg):
         cfg.launch.output_dir = str(out)
@@ -178,8 +135,7 @@ def prepare(cfg: DictConfig) -> Path:
             cfg.data.train_files = str(assets.train_parquet)
             cfg.data.val_files = str(assets.val_parquet)
         env = cfg.ray_kwargs.ray_init.setdefault("runtime_env", {}).setdefault("env_vars", {})
-        modules = [m for m in str(env.get("VERL_USE_EXTERNAL_MODULES", "")).split(",") if m]
-        env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*modules, PLUGIN_MODULE]))
+        env[EXTERNAL_MODULES_ENV] = with_external_modules(env.get(EXTERNAL_MODULES_ENV), PLUGIN_MODULE)
         env["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
         if cfg.trainer.get("default_local_dir", "").startswith("checkpoints/"):
             cfg.trainer.default_local_dir = str(out / "checkpoints")
@@ -199,6 +155,7 @@ def run(cfg: DictConfig) -> Path:
         a = cfg.algorithm
         print(
             f"[gdpo-verl] dry run ok: adv_estimator={a.adv_estimator} seed={cfg.seed} "
+            f"rollout={cfg.actor_rollout_ref.rollout.name} "
             f"components={list(a.get('gdpo_reward_keys') or [])} weights={list(a.get('gdpo_reward_weights') or [])} "
             f"output_dir={out}",
             flush=True,
@@ -228,14 +185,9 @@ def run(cfg: DictConfig) -> Path:
     return out
 
 
-@hydra.main(config_path="config", config_name="demo", version_base=None)
-def _hydra_main(cfg: DictConfig) -> None:
-    run(cfg)
-
-
-def main() -> None:
-    sys.argv = prepare_argv(sys.argv)
-    _hydra_main()
+@hydra.main(config_path="pkg://gdpo_verl.recipes", config_name="demo", version_base=None)
+def main(cfg: DictConfig) -> None:
+    run(with_device_preset(cfg))
 
 
 if __name__ == "__main__":

@@ -19,10 +19,12 @@ import math
 import numbers
 from functools import partial
 
+import torch
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from gdpo_verl.components import ERROR_PREFIX, RewardSpec, parse_spec, resolve
+from gdpo_verl.core.advantage import apply_conditions, weight_vector
 
 NAME = "gdpo_multi"
 
@@ -50,12 +52,9 @@ def component_value(result, key: str):
 
 def weighted_total(spec: RewardSpec, values: dict[str, float]) -> float:
     """sum_k w_k r_k after conditions (paper Eq. 8); missing values count 0. The GRPO baseline's reward."""
-    gated = dict(values)
-    for c in spec.components:
-        if c.condition_on is not None:
-            gate = gated[c.condition_on]
-            gated[c.name] = math.nan if math.isnan(gate) else (gated[c.name] if gate >= c.threshold else 0.0)
-    return sum(c.weight * gated[c.name] for c in spec.components if not math.isnan(gated[c.name]))
+    scores = torch.tensor([[values[name] for name in spec.names]], dtype=torch.float64)  # (1, K)
+    gated = apply_conditions(scores, spec.gates)
+    return float(torch.nan_to_num(gated) @ weight_vector(spec.weights, gated))
 
 
 class MultiRewardManager(RewardManagerBase):

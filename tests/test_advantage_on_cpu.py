@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from helpers.oracles import verl_grpo_on_sum
 
 from gdpo_verl.core.advantage import (
     Condition,
@@ -14,7 +15,6 @@ from gdpo_verl.core.advantage import (
     final_normalize,
     gdpo_advantages,
     group_index,
-    grpo_advantages,
 )
 
 EPS = 1e-6
@@ -36,7 +36,7 @@ def test_g2_toy_separates_under_gdpo_and_collapses_under_grpo():
     scores = torch.tensor([[0.0, 0.0], [0.0, 1.0], [0.0, 0.0], [1.0, 1.0]])
     uids = ["a", "a", "b", "b"]
     mask = torch.ones(4, 3)
-    grpo = per_response(grpo_advantages(scores, uids, mask))
+    grpo = verl_grpo_on_sum(scores, uids).tolist()
     gdpo = per_response(gdpo_advantages(scores, uids, mask, final_norm="none"))
     assert grpo == pytest.approx([-R2, R2, -R2, R2], abs=1e-5)
     assert gdpo == pytest.approx([-R2, R2, -2 * R2, 2 * R2], abs=1e-5)
@@ -47,7 +47,7 @@ def test_constant_sum_group_is_zero_under_both_methods():
     # r2 (0,1) -> (-.707, +.707); with equal weights they cancel: 0 too. GDPO does NOT separate them.
     scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     mask = torch.ones(2, 2)
-    assert per_response(grpo_advantages(scores, [0, 0], mask)) == [0.0, 0.0]
+    assert verl_grpo_on_sum(scores, [0, 0]).tolist() == [0.0, 0.0]
     assert per_response(gdpo_advantages(scores, [0, 0], mask, final_norm="none")) == pytest.approx([0, 0], abs=1e-9)
 
 

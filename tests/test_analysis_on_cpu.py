@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers.oracles import verl_grpo_on_sum
 
-from gdpo_verl.core.advantage import gdpo_advantages, group_index, grpo_advantages
+from gdpo_verl.core.advantage import gdpo_advantages, group_index
 from gdpo_verl.core.metrics import step_metrics
 from gdpo_verl.tools.analysis import (
     METHODS,
@@ -78,8 +79,8 @@ def oracle_count(k: int, g: int) -> dict[str, int]:
         scores = torch.tensor(combo, dtype=torch.float64)
         uids = ["p"] * g
         adv = {
-            "grpo": grpo_advantages(scores, uids, mask)[:, 0],
-            "grpo_no_std": grpo_advantages(scores, uids, mask, norm_by_std=False)[:, 0],
+            "grpo": verl_grpo_on_sum(scores, uids),
+            "grpo_no_std": verl_grpo_on_sum(scores, uids, norm_by_std=False),
             "gdpo": gdpo_advantages(scores, uids, mask, final_norm="none")[:, 0],
         }
         for m, values in adv.items():
@@ -141,7 +142,7 @@ def test_method_advantages_match_public_estimators():
     for method, by_std in [("grpo", True), ("grpo_no_std", False)]:
         torch.testing.assert_close(
             method_advantages(scores, group, n, method, w).float(),
-            grpo_advantages(scores, uids, mask, w, norm_by_std=by_std)[:, 0],
+            verl_grpo_on_sum(scores, uids, w, norm_by_std=by_std),
         )
     with pytest.raises(ValueError, match="valid values: grpo, grpo_no_std, gdpo"):
         method_advantages(scores, group, n, "ppo")
@@ -187,8 +188,8 @@ def test_batch_report_matches_training_metrics_and_oracle():
     scores = torch.tensor(frame[used].to_numpy())
     mask = torch.ones(len(frame), 1)
     adv = {
-        "grpo": grpo_advantages(scores, frame["uid"].tolist(), mask)[:, 0],
-        "grpo_no_std": grpo_advantages(scores, frame["uid"].tolist(), mask, norm_by_std=False)[:, 0],
+        "grpo": verl_grpo_on_sum(scores, frame["uid"].tolist()),
+        "grpo_no_std": verl_grpo_on_sum(scores, frame["uid"].tolist(), norm_by_std=False),
         "gdpo": gdpo_advantages(scores, frame["uid"].tolist(), mask, final_norm="none")[:, 0],
     }
     for m, values in adv.items():

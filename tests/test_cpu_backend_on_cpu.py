@@ -194,14 +194,22 @@ def test_hf_server_batches_concurrent_requests_and_loads_pushed_weights(tiny_mod
         assert 1 not in output.token_ids[:-1]  # generation stops at (and keeps) the first eos
         assert output.stop_reason == "completed"
 
-    greedy = {"temperature": 0.0, "logprobs": False, "max_tokens": 4}
-    before = asyncio.run(server.generate(prompt_ids=[5, 6], sampling_params=dict(greedy), request_id="a"))
+    scored = {"temperature": 1.0, "logprobs": True, "max_tokens": 4}
     new_state = {k: v + 0.5 * torch.randn_like(v) for k, v in _tiny_qwen2(seed=3).state_dict().items()}
+    served = server.model.state_dict()
+    assert any(not torch.equal(served[k], v) for k, v in new_state.items())  # the push has something to change
     assert asyncio.run(server.load_weights(new_state)) == len(new_state)
+    served = server.model.state_dict()
+    assert all(torch.equal(served[k], v.to(served[k].dtype)) for k, v in new_state.items())  # every weight landed
     asyncio.run(server.set_global_steps(7))
-    after = asyncio.run(server.generate(prompt_ids=[5, 6], sampling_params=dict(greedy), request_id="b"))
-    assert after.log_probs is None and after.extra_fields["global_steps"] == 7
-    assert before.token_ids != after.token_ids or before.extra_fields["global_steps"] is None
+    after = asyncio.run(server.generate(prompt_ids=[5, 6], sampling_params=dict(scored), request_id="b"))
+    assert after.extra_fields["global_steps"] == 7
+    # the reported log-probs are those of the pushed model: recompute them with the new weights
+    ids = torch.tensor([[5, 6, *after.token_ids]])
+    with torch.no_grad():
+        logits = server.model(ids).logits[0, 1:-1].float()
+    expected = torch.log_softmax(logits, -1).gather(-1, ids[0, 2:, None])[:, 0]
+    torch.testing.assert_close(torch.tensor(after.log_probs), expected, atol=1e-4, rtol=1e-4)
     with pytest.raises(KeyError, match="not in the rollout model"):
         asyncio.run(server.load_weights({"no.such.weight": torch.zeros(1)}))
 

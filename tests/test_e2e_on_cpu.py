@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.run_report import summarize
 
-from tests.helpers.run_report import read_metrics, summarize
+from gdpo_verl.tools.runs import training_rows
 
 pytestmark = pytest.mark.e2e
 COMPONENTS = ("format", "correctness", "brevity")
@@ -56,7 +57,7 @@ def train(assets, out: Path, *overrides: str, steps: int = 2, save_freq: int = 2
         model_dir=Path(assets.model_dir),
         ckpt_dir=out / "checkpoints",
     )
-    summary["metrics"] = read_metrics(out / "metrics.jsonl")
+    summary["metrics"] = training_rows(out / "metrics.jsonl")
     return summary
 
 

@@ -9,27 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_module
+from helpers.compose import compose_config as compose_cfg
 
-from gdpo_verl.main import apply_components, prepare_argv, split_argv, validate
-
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "gdpo_verl" / "config"
-
-
-def compose_cfg(name="demo", overrides=(), device="cpu"):
-    """Compose exactly as the app does: same search path, CPU preset first, then the overrides."""
-    argv = prepare_argv(["prog", f"launch.device={device}", *overrides])
-    _, all_overrides = split_argv(argv[1:])
-    with initialize_config_module("gdpo_verl.config", version_base=None):
-        return compose(name, overrides=all_overrides)
-
-
-@pytest.mark.parametrize("name", sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
-def test_every_shipped_config_composes_and_validates(name):
-    cfg = compose_cfg(name, ["launch.demo=false", "actor_rollout_ref.model.path=/tmp/none"])
-    if cfg.reward.gdpo.components:
-        validate(cfg)
-        assert list(cfg.algorithm.gdpo_reward_keys) == [c.name for c in cfg.reward.gdpo.components]
+from gdpo_verl.main import apply_components, validate
 
 
 def test_demo_components_become_estimator_keys_weights_and_conditions():
@@ -38,11 +20,6 @@ def test_demo_components_become_estimator_keys_weights_and_conditions():
     assert list(cfg.algorithm.gdpo_reward_keys) == ["format", "correctness", "brevity"]
     assert list(cfg.algorithm.gdpo_reward_weights) == [1.0, 2.5, 1.0]
     assert dict(cfg.algorithm.gdpo_reward_conditions["brevity"]) == {"on": "correctness", "threshold": 1.0}
-
-
-def test_split_argv_keeps_overrides_contiguous_for_argparse():
-    flags, overrides = split_argv(["--cfg", "job", "a=1", "-m", "b=2", "--info", "searchpath", "--config-name", "x"])
-    assert flags == ["--cfg", "job", "-m", "--info", "searchpath", "--config-name", "x"] and overrides == ["a=1", "b=2"]
 
 
 @pytest.mark.parametrize(
@@ -102,3 +79,18 @@ def test_multirun_runs_each_job_in_its_own_directory(tmp_path):
     assert [ln.split()[4] for ln in lines] == ["adv_estimator=grpo", "adv_estimator=gdpo"]
     dirs = {ln.rsplit("output_dir=", 1)[1] for ln in lines}
     assert len(dirs) == 2 and all(Path(d).is_dir() and str(tmp_path) in d for d in dirs)
+
+
+def test_launch_keys_work_from_yaml_as_well_as_the_command_line(tmp_path):
+    # launch.device and launch.dry_run set in the YAML of a user's own config (no launch.* on the command line):
+    # the CPU preset is applied (rollout hf) and nothing trains.
+    demo = (Path(__file__).resolve().parents[1] / "recipes" / "demo.yaml").read_text()
+    assert "launch:\n  demo: true\n" in demo
+    launch = f"launch:\n  demo: true\n  device: cpu\n  dry_run: true\n  output_dir: {tmp_path / 'out'}\n"
+    (tmp_path / "mine.yaml").write_text(demo.replace("launch:\n  demo: true\n", launch))
+    out = run_main("--config-dir", str(tmp_path), "--config-name", "mine", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "[gdpo-verl] dry run ok" in out.stdout and "rollout=hf" in out.stdout
+    assert "Started a local Ray instance" not in out.stdout + out.stderr
+    bad = run_main("--config-dir", str(tmp_path), "--config-name", "mine", "launch.device=tpu", cwd=tmp_path)
+    assert bad.returncode != 0 and "launch.device='tpu' is unknown; valid values: auto, cpu, gpu" in bad.stderr

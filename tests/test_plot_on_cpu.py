@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from gdpo_verl.tools.plot import band, load_runs, main, panels_for, plot_runs, read_metrics, reward_names
+from gdpo_verl.tools.plot import band, load_runs, main, panels_for, plot_runs, reward_names
+from gdpo_verl.tools.runs import read_series as read_metrics
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -27,13 +27,17 @@ def test_import_verl_alone_registers_our_estimator_in_a_fresh_interpreter():
 
 
 def test_registration_is_idempotent():
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
     from verl.trainer.ppo import core_algos
 
-    from gdpo_verl.estimator import compute_gdpo_advantage, register
+    from gdpo_verl.estimator import compute_gdpo_advantage
+    from gdpo_verl.manager import MultiRewardManager
+    from gdpo_verl.verl_glue import install
 
-    register()
-    register()
+    install()
+    install()
     assert core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"] is compute_gdpo_advantage
+    assert get_reward_manager_cls("gdpo_multi") is MultiRewardManager
 
 
 def test_ray_worker_gets_our_estimator_from_import_verl():

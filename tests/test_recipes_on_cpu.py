@@ -1,13 +1,15 @@
 """recipes/: every recipe composes with the app's search path, its reward components import, verl's config
 checks pass for one node of 8 GPUs, GDPO/GRPO pairs differ only in the estimator, and the launch scripts lint.
 
-Composition mirrors ``python -m gdpo_verl.main``: the overrides come from ``gdpo_verl.main.prepare_argv``
-(search path ``pkg://verl.trainer.config`` + ``recipes/``) with ``launch.device=gpu`` (the recipes' target;
-the CPU preset would rewrite the rollout). Run: python -m pytest tests/test_recipes_on_cpu.py
+Composition mirrors ``python -m gdpo_verl.main`` (``helpers.compose``: the recipes as the config module) with
+``launch.device=gpu`` (the recipes' target; the CPU preset would rewrite the rollout).
+Run: python -m pytest tests/test_recipes_on_cpu.py
 """
 
 import copy
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,11 +17,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
+from helpers.compose import compose_config
 from omegaconf import OmegaConf
 
 from gdpo_verl.components import parse_spec, resolve
-from gdpo_verl.main import apply_components, prepare_argv, split_argv
+from gdpo_verl.main import apply_components
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
@@ -28,29 +30,18 @@ NAMES = [f"{task}_{method}" for task in TASKS for method in ("gdpo", "grpo")]
 SWEEP = "-m algorithm.adv_estimator=grpo,gdpo seed=0,1,2"
 
 
-def app_overrides(*extra: str) -> list[str]:
-    """The overrides the app composes with (search path first), plus ``extra``."""
-    _, overrides = split_argv(prepare_argv(["prog", "launch.device=gpu", *extra])[1:])
-    return overrides
-
-
 _COMPOSED: dict[str, object] = {}
 
 
 def compose_recipe(name: str):
     """A fresh copy of the recipe composed like the app does (each recipe is composed once per session)."""
     if name not in _COMPOSED:
-        # recipes/ as the primary config directory; gdpo_verl.config (gdpo_trainer) and verl's configs searched.
-        overrides = [
-            o.replace("hydra.searchpath=[", "hydra.searchpath=[pkg://gdpo_verl.config,") for o in app_overrides()
-        ]
-        with initialize_config_dir(config_dir=str(RECIPES), version_base=None):
-            _COMPOSED[name] = compose(name, overrides=overrides)
+        _COMPOSED[name] = compose_config(name, device="gpu")
     return copy.deepcopy(_COMPOSED[name])
 
 
 def test_all_recipes_and_scripts_are_there():
-    assert sorted(p.stem for p in RECIPES.glob("*.yaml")) == sorted(NAMES)
+    assert sorted(p.stem for p in RECIPES.glob("*.yaml")) == sorted([*NAMES, "demo", "gdpo_trainer"])
     # one script per task, plus the shared launcher they all exec
     assert sorted(p.stem for p in RECIPES.glob("*.sh")) == sorted([*TASKS, "launch"])
 
@@ -109,16 +100,25 @@ def test_gdpo_and_grpo_recipes_differ_only_in_the_estimator(task):
     assert gdpo == grpo
 
 
+def documented_commands(name: str) -> list[list[str]]:
+    """The ``python -m gdpo_verl.main ...`` command lines of a recipe's header, as argument lists."""
+    header = (RECIPES / f"{name}.yaml").read_text().split("\ndefaults:")[0]
+    lines = [line.split("python -m gdpo_verl.main", 1)[1] for line in header.splitlines() if "gdpo_verl.main" in line]
+    return [shlex.split(line.split("#")[0]) for line in lines]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-def test_recipe_header_documents_how_to_run_it(name):
-    text = (RECIPES / f"{name}.yaml").read_text()
-    header = text.split("\ndefaults:")[0]
-    assert all(line.startswith("#") or not line for line in header.splitlines())
-    assert "python -m data_prep." in header
-    assert f"python -m gdpo_verl.main --config-name {name}\n" in header
-    assert f"python -m gdpo_verl.main --config-name {name} " in header.replace(SWEEP, "")  # an override example
-    assert f"--config-name {name} {SWEEP}" in header
-    assert yaml.safe_load(text)["defaults"] == ["gdpo_trainer", "_self_"]
+def test_every_documented_command_composes(name):
+    # Each command line the header documents (plain run, override example, sweep) composes to a config whose
+    # primary config is this recipe; a sweep's comma lists are composed at their first value.
+    commands = documented_commands(name)
+    assert len(commands) >= 3, commands
+    for args in commands:
+        assert args[:2] == ["--config-name", name], args
+        overrides = [re.sub(r"=([^,\[]*),.*$", r"=\1", a) for a in args[2:] if a != "-m"]
+        cfg = compose_config(name, overrides, device="gpu")
+        assert cfg.reward.gdpo.components, args
 
 
 def test_documented_command_finds_the_recipe():

@@ -4,7 +4,7 @@ The legacy trainer hands the estimator ``non_tensor_batch`` with the manager's c
 only uid/mask/rm_scores, so ``GDPOAdvantageMixin`` fetches ``extra_fields`` from TransferQueue. Here the V1
 parent's ``_compute_advantage`` is reproduced in a few lines (same inputs as verl's) and TransferQueue is a
 stub; the real path runs in the end-to-end tests.
-Run: .venv/bin/python -m pytest tests/test_trainer_glue_on_cpu.py
+Run: .venv/bin/python -m pytest tests/test_verl_glue_on_cpu.py
 """
 
 import sys
@@ -92,8 +92,12 @@ def test_legacy_trainer_metrics_hook_is_installed_once():
     from gdpo_verl.verl_glue import WRAPPED_MARK, install
 
     install()
-    assert getattr(ray_trainer.compute_data_metrics, WRAPPED_MARK) is True
-    assert ray_trainer.compute_data_metrics.__wrapped__.__module__ == "verl.trainer.ppo.metric_utils"
+    once, fit_once = ray_trainer.compute_data_metrics, ray_trainer.RayPPOTrainer.fit
+    install()  # a second install (plugin loaded again) must not wrap the wrappers
+    assert ray_trainer.compute_data_metrics is once and ray_trainer.RayPPOTrainer.fit is fit_once
+    assert getattr(once, WRAPPED_MARK) is True
+    original = once.__wrapped__  # functools.wraps copies __module__, so look at the object itself
+    assert not getattr(original, WRAPPED_MARK, False) and original.__code__.co_filename.endswith("metric_utils.py")
 
 
 def test_kl_in_reward_is_added_before_the_final_normalization_not_dropped():
@@ -165,6 +169,11 @@ def test_v1_mixin_stays_out_of_the_way_without_components(monkeypatch):
     assert torch.isfinite(out.batch["advantages"]).all() and metrics == {}
 
 
-def test_every_registered_v1_trainer_mode_carries_the_mixin():
+def test_every_registered_v1_trainer_mode_carries_the_mixin_once():
+    from gdpo_verl.verl_glue import install
+
+    install()
     for mode in ("sync", "colocate_async", "separate_async"):
-        assert issubclass(get_trainer_cls(mode), GDPOAdvantageMixin)
+        cls = get_trainer_cls(mode)
+        assert cls.__mro__.count(GDPOAdvantageMixin) == 1 and issubclass(cls, GDPOAdvantageMixin)
+        assert sum(1 for c in cls.__mro__ if getattr(c, "__dict__", {}).get("_gdpo_verl_wrapped")) == 1

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gdpo_verl.core.choices import check_choice
+
 FINAL_NORMS = ("token", "sequence", "none")
 WHITEN_EPS = 1e-8  # verl's masked_whiten constant
 
@@ -48,9 +50,7 @@ class Condition:
 
 def check_final_norm(final_norm: str) -> str:
     """Return ``final_norm`` if valid, else raise a ValueError that lists the valid names."""
-    if final_norm not in FINAL_NORMS:
-        raise ValueError(f"unknown GDPO final normalization {final_norm!r}; valid values: {', '.join(FINAL_NORMS)}")
-    return final_norm
+    return check_choice("final_norm", final_norm, FINAL_NORMS)
 
 
 def group_index(uids, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
@@ -207,18 +207,16 @@ def gdpo_advantages(
 
 def grpo_advantages(
     scores: torch.Tensor,
-    uids,
-    response_mask: torch.Tensor,
+    group: torch.Tensor,
+    num_groups: int,
     weights: Sequence[float] | torch.Tensor | None = None,
     *,
     norm_by_std: bool = True,
     epsilon: float = 1e-6,
 ) -> torch.Tensor:
-    """The GRPO baseline on the same rewards: sum with weights first, then group-normalize (no final step).
-
-    scores: (bs, K); returns (bs, T). Missing values count as 0 in the sum.
+    """The GRPO baseline on the same rewards: sum with weights first (missing values count 0), then normalize
+    the sum inside each group. scores: (bs, K); group: (bs,) int64 dense index. Returns (bs,) float64, one value
+    per response (verl broadcasts it over the response's tokens). ``norm_by_std=False`` is "GRPO w/o std".
     """
     total = torch.nan_to_num(scores.to(torch.float64)) @ weight_vector(weights, scores)
-    group, num_groups = group_index(uids, device=scores.device)
-    adv = group_normalize(total.unsqueeze(1), group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)
-    return final_normalize(adv[:, 0], response_mask, "none")
+    return group_normalize(total.unsqueeze(1), group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)[:, 0]

@@ -1,6 +1,7 @@
 """Per-step GDPO metrics: per-component reward statistics, contributions, errors, and the collapse count.
 
-Computed by the estimator on each batch (cheap: (bs, K) tensors only) and logged through verl's tracking
+Computed by the trainer glue (``gdpo_verl.verl_glue``) on each batch (cheap: (bs, K) tensors only) and logged
+through verl's tracking
 (console, file, tensorboard, wandb) under ``gdpo/...``:
     gdpo/<name>/{mean,std,min,max}       raw score over non-missing samples
     gdpo/<name>/missing_frac             fraction of samples where the component abstained (NaN)
@@ -19,9 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from gdpo_verl.core.advantage import constant_groups, group_index, group_normalize, weight_vector
-
-ROUND = 1e-4
+from gdpo_verl.core.advantage import constant_groups, group_index, group_normalize, grpo_advantages, weight_vector
 
 
 def distinct_values(values: torch.Tensor, decimals: int = 4) -> int:
@@ -73,8 +72,7 @@ def step_metrics(
                 if v.numel():
                     out[f"gdpo/source/{source}/{name}/mean"] = v.mean().item()
     gdpo = adv_k @ w
-    total = torch.nan_to_num(scores) @ w
-    grpo = group_normalize(total.unsqueeze(1), group, n, norm_by_std=norm_by_std, epsilon=epsilon)[:, 0]
+    grpo = grpo_advantages(scores, group, n, w, norm_by_std=norm_by_std, epsilon=epsilon)
     out["gdpo/collapse/distinct_gdpo"] = float(distinct_values(gdpo))
     out["gdpo/collapse/distinct_grpo"] = float(distinct_values(grpo))
     return out

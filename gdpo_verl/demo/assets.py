@@ -49,7 +49,7 @@ _SOURCES = (
     "demo/model.py",
     "demo/warmstart.py",
     "demo/threads.py",
-    "rewards/toy.py",
+    "demo/rewards.py",
 )
 
 

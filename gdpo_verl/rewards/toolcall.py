@@ -17,10 +17,10 @@ The model answers ``<think>...</think>`` then ``<tool_call>`` (one JSON object p
 
 Details as in the paper's reference implementation: the response is stripped (and cut out of a Qwen/Llama
 chat transcript if one is passed); the predicted block is the text between the first ``<tool_call>`` and
-the next ``</tool_call>``. Where the brief is stricter than that code, the brief wins: ``<think>`` and
-``</think>`` must also appear exactly once, and every predicted line is validated, not only the lines
-whose name matches. All functions are pure, never raise on any response string, and take well under a
-millisecond per KB (tag counts are checked before the layout regex, so the regex never backtracks
+the next ``</tool_call>``. Two rules are stricter than that code, as the paper's reward definition states
+them: ``<think>`` and ``</think>`` must also appear exactly once, and every predicted line is validated, not only
+the lines whose name matches. All functions are pure, never raise on any response string, and take well under
+a millisecond per KB (tag counts are checked before the layout regex, so the regex never backtracks
 quadratically). Run the examples: ``python -m doctest -v gdpo_verl/rewards/toolcall.py``.
 """
 

@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdpo_verl.core.advantage import group_index, group_normalize
+from gdpo_verl.core.advantage import group_index, group_normalize, grpo_advantages, weight_vector
+from gdpo_verl.core.choices import check_choice
 from gdpo_verl.core.metrics import distinct_values
 
 METHODS = ("grpo", "grpo_no_std", "gdpo")
@@ -74,22 +75,12 @@ def method_advantages(
     and per response instead of per token.
     """
     check_choice("method", method, METHODS)
-    w = torch.ones(scores.shape[1], dtype=torch.float64) if weights is None else torch.as_tensor(weights)
-    w = w.to(device=scores.device, dtype=torch.float64)
+    w = weight_vector(weights, scores)
     if w.shape != (scores.shape[1],):
         raise ValueError(f"need one weight per reward ({scores.shape[1]}); got {tuple(w.shape)}")
     if method == "gdpo":
         return group_normalize(scores, group, num_groups, norm_by_std=True, epsilon=epsilon) @ w
-    total = torch.nan_to_num(scores.to(torch.float64)) @ w  # (bs,)
-    adv = group_normalize(total.unsqueeze(1), group, num_groups, norm_by_std=method == "grpo", epsilon=epsilon)
-    return adv[:, 0]
-
-
-def check_choice(what: str, value: str, valid: Sequence[str]) -> str:
-    """Return ``value`` if it is one of ``valid``, else raise a ValueError that lists the valid values."""
-    if value not in valid:
-        raise ValueError(f"unknown {what} {value!r}; valid values: {', '.join(valid)}")
-    return value
+    return grpo_advantages(scores, group, num_groups, w, norm_by_std=method == "grpo", epsilon=epsilon)
 
 
 def binary_vectors(num_rewards: int) -> torch.Tensor:

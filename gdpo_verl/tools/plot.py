@@ -21,7 +21,6 @@ of a method (seeds) are drawn as the median over runs with the inter-quartile ba
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -30,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-METRICS_FILE = "metrics.jsonl"
+from gdpo_verl.tools.runs import METRICS_FILE, read_series
+
 REWARD_MEAN = re.compile(r"^gdpo/(?P<name>[^/]+)/mean$")
 NOT_REWARDS = {"collapse", "source"}  # gdpo/<these>/... are not reward components
 SCORE_KEY = "critic/score/mean"
@@ -64,32 +64,6 @@ def find_metric_files(path: str | Path) -> list[Path]:
         if found:
             return found
     raise FileNotFoundError(f"{path}: no {METRICS_FILE} there (give a run directory or a .jsonl file)")
-
-
-def read_metrics(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """verl's file-logger jsonl -> {name: (steps (n,), values (n,))}; non-numeric and null values are skipped.
-
-    A step logged twice (a resumed run) keeps its last value.
-    """
-    series: dict[str, dict[int, float]] = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                step, data = int(record["step"]), record["data"]
-            except (ValueError, KeyError, TypeError) as err:
-                raise ValueError(f"{path}:{number}: not a verl file-logger line ({err})") from None
-            for name, value in data.items():
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    continue
-                series.setdefault(name, {})[step] = float(value)
-    out = {}
-    for name, points in series.items():
-        steps = np.array(sorted(points), dtype=np.int64)
-        out[name] = (steps, np.array([points[s] for s in steps.tolist()], dtype=np.float64))
-    return out
 
 
 def run_identity(metrics_file: Path, label: str | None = None) -> tuple[str, int | None]:
@@ -127,7 +101,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     for i, run_dir in enumerate(run_dirs):
         for metrics_file in find_metric_files(run_dir):
             method, seed = run_identity(metrics_file, labels[i] if labels else None)
-            runs.append(Run(metrics_file.parent, method, seed, read_metrics(metrics_file)))
+            runs.append(Run(metrics_file.parent, method, seed, read_series(metrics_file)))
     return runs
 
 
