@@ -140,7 +140,9 @@ def _register_estimator() -> None:
     core_algos.ADV_ESTIMATOR_REGISTRY[estimator.NAME] = estimator.compute_gdpo_advantage
     replaced = f"{previous.__module__}.{previous.__name__}" if previous is not None else "nothing"
     logger.warning(
-        "gdpo-verl: adv estimator %r -> %s.compute_gdpo_advantage (replaces %s)", estimator.NAME, estimator.__name__,
+        "gdpo-verl: adv estimator %r -> %s.compute_gdpo_advantage (replaces %s)",
+        estimator.NAME,
+        estimator.__name__,
         replaced,
     )
 

@@ -1,11 +1,11 @@
 """The one check for options with a fixed set of values: the error names the option, the bad value and the valid ones.
 
-    >>> check_choice("algorithm.gdpo_final_norm", "token", ("token", "sequence", "none"))
-    'token'
-    >>> check_choice("algorithm.gdpo_final_norm", "tokens", ("token", "sequence", "none"))
-    Traceback (most recent call last):
-    ...
-    ValueError: algorithm.gdpo_final_norm='tokens' is unknown; valid values: token, sequence, none
+>>> check_choice("algorithm.gdpo_final_norm", "token", ("token", "sequence", "none"))
+'token'
+>>> check_choice("algorithm.gdpo_final_norm", "tokens", ("token", "sequence", "none"))
+Traceback (most recent call last):
+...
+ValueError: algorithm.gdpo_final_norm='tokens' is unknown; valid values: token, sequence, none
 """
 
 from __future__ import annotations

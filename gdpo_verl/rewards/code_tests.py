@@ -93,6 +93,14 @@ def parse_tests(ground_truth: str | dict) -> tuple[list[Any], list[Any], str | N
         raise ValueError("code ground truth needs equally long, non-empty 'inputs' and 'outputs' lists")
     if fn_name is not None and not isinstance(fn_name, str):
         raise ValueError("code ground truth 'fn_name' must be a string")
+    if fn_name:  # call-based: every input holds JSON arguments, every output a JSON value
+        for i, (raw_in, raw_out) in enumerate(zip(inputs, outputs)):
+            try:
+                _call_args(raw_in)
+                if isinstance(raw_out, str):
+                    json.loads(raw_out)
+            except (ValueError, RecursionError) as exc:
+                raise ValueError(f"call-based test {i} is not JSON ({type(exc).__name__})") from None
     return inputs, outputs, fn_name or None
 
 
