@@ -214,7 +214,15 @@ class _FakeFusion(http.server.BaseHTTPRequestHandler):
             self.send_response(500)
             self.end_headers()
             return
-        if "SANDBOXERROR" in code:
+        if "SLOW" in code:
+            time.sleep(3.0)
+        if "LISTRESULT" in code:
+            reply = {"status": "Success", "run_result": ["not", "an", "object"]}
+        elif "BADSTDOUT" in code:
+            reply = {"status": "Success", "run_result": {"status": "Finished", "return_code": 0, "stdout": 7}}
+        elif "NOTOBJECT" in code:
+            reply = [1, 2]
+        elif "SANDBOXERROR" in code:
             reply = {"status": "SandboxError", "message": "executor down"}
         elif "TIMEOUT" in code:
             reply = {"status": "Failed", "run_result": {"status": "TimeLimitExceeded", "stdout": "", "stderr": ""}}
@@ -268,6 +276,28 @@ def test_fusion_service_failures_raise(fusion_url):
     closed.close()  # nothing listens there now
     with pytest.raises(SandboxError, match="failed"):
         run_python("print(1)", sandbox_fusion_url=f"http://127.0.0.1:{port}/run_code")
+
+
+def test_fusion_budget_is_a_deadline_over_all_calls(fusion_url):
+    # Three tests against a server that answers after 3 s, with a 1 s budget: every request's timeout is what
+    # is left of the budget, so the batch returns after about 1 s, each test a time-out.
+    started = time.monotonic()
+    results = run_tests("# SLOW", ["a", "b", "c"], limits=TIGHT, sandbox_fusion_url=fusion_url, budget_s=1.0)
+    assert time.monotonic() - started < 2.0
+    assert [r.status for r in results] == ["timeout"] * 3
+
+
+@pytest.mark.parametrize(
+    "marker, field",
+    [
+        ("LISTRESULT", "reply.run_result is list"),
+        ("BADSTDOUT", "run_result.stdout is int"),
+        ("NOTOBJECT", "reply is list"),
+    ],
+)
+def test_fusion_malformed_replies_raise_naming_the_field(fusion_url, marker, field):
+    with pytest.raises(SandboxError, match=field):
+        run_python(f"# {marker}", sandbox_fusion_url=fusion_url)
 
 
 UNPRIVILEGED_RUNNER = """
