@@ -170,7 +170,10 @@ class _Cgroup:
     """A per-test memory cgroup (``memory_mb`` in all, no swap); ``close()`` kills what is left and removes it."""
 
     def __init__(self, version: int, base: str, memory_mb: int, nproc: int):
-        self.path = tempfile.mkdtemp(prefix="gdpo-sbx-", dir=base)
+        try:
+            self.path = tempfile.mkdtemp(prefix="gdpo-sbx-", dir=base)
+        except OSError as exc:
+            raise SandboxError(f"cannot create a memory cgroup in {base}: {exc}") from exc
         limit = str(memory_mb * 2**20)
         names = ["memory.max", "memory.swap.max", "pids.max"] if version == 2 else ["memory.limit_in_bytes"]
         values = [limit, "0", str(nproc)] if version == 2 else [limit]
@@ -405,13 +408,13 @@ def _run_one(p: Plan, code: str, stdin: str, limits: Limits, deadline: float) ->
         wall_s = time.monotonic() - start
         cap = limits.max_output_bytes
         out, err = (os.pread(f.fileno(), cap, 0).decode("utf-8", errors="replace") for f in (out_file, err_file))
+    # A jail that fails to start (bwrap's own error, exit 1) looks like a program that failed: never raised here,
+    # since a program can print the same; plan() probes the jail once and raises SandboxError when it cannot start.
     exit_code, sig = proc.returncode, None
     if exit_code > 128:  # bwrap exits with 128 + N when the program was killed by signal N
         exit_code, sig = None, proc.returncode - 128
     elif exit_code < 0:
         exit_code, sig = None, -proc.returncode
-    if exit_code == 1 and err.startswith("bwrap:"):
-        raise SandboxError(f"the jail did not start: {err.strip()[:500]}")
     if timed_out or sig == signal.SIGXCPU:
         status = "timeout"  # wall clock, or RLIMIT_CPU (SIGXCPU)
     else:
