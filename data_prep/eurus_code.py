@@ -7,8 +7,9 @@ data_source (``taco``, ``codecontests``, ``apps``, ...). ``validation`` becomes 
 
 Sources: local parquet files given with ``--train-file`` and ``--test-file``; without them the Hugging Face
 dataset ``PRIME-RL/Eurus-2-RL-Data`` is downloaded with ``datasets`` (needs network). Malformed code rows
-(no chat prompt, test cases that are not JSON or not equally long non-empty input/output lists) are
-counted by reason; the run fails unless ``--skip-bad`` drops them. Run from the repository root:
+(no chat prompt, test cases that are not JSON or not equally long non-empty input/output lists, call-based
+tests whose inputs or outputs are not JSON, named with the record's index) are counted by reason; the run
+fails unless ``--skip-bad`` drops them. Run from the repository root:
 
     python -m data_prep.eurus_code                                   # download -> ~/data/gdpo/code/
     python -m data_prep.eurus_code --train-file train.parquet --test-file validation.parquet --out data/code
@@ -46,7 +47,10 @@ def chat(record: dict) -> list[dict[str, str]]:
 def to_row(split: str):
     """The record -> row function of one split (code records only)."""
 
-    def convert_record(record: Any, index: int) -> dict:
+    def convert_record(item: tuple[int, Any], index: int) -> dict:
+        position, record = item  # position: the record's index in its source file
+        if isinstance(record, BadRecord):
+            raise record
         data_source = require_text(record, "data_source")
         reward_model = record.get("reward_model")
         ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
@@ -55,6 +59,8 @@ def to_row(split: str):
         try:
             parse_tests(ground_truth)
         except (ValueError, TypeError, RecursionError) as e:
+            if "call-based" in str(e):
+                raise BadRecord(f"record {position}: {e}") from None
             raise BadRecord(f"test cases are malformed ({type(e).__name__})") from None
         return verl_row(data_source, chat(record), "code", ground_truth, split, index)
 
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-file", type=Path, help="local Eurus-2-RL-Data validation.parquet (default: download)")
     args = parser.parse_args(argv)
     raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in HF_SPLITS}
-    code = {split: [r for r in records if is_code(r)] for split, records in raw.items()}
+    code = {split: [(i, r) for i, r in enumerate(records) if is_code(r)] for split, records in raw.items()}
     print(f"{TASK}: {sum(map(len, raw.values())) - sum(map(len, code.values()))} non-code records skipped")
     return convert_report_write(TASK, code, to_row, args, total=sum(map(len, raw.values())))
 

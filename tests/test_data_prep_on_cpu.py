@@ -200,12 +200,17 @@ def test_eurus_code_keeps_valid_code_rows(tmp_path, capsys):
             eurus_row("math", "42", source="numina_olympiads"),  # skipped, not malformed
             eurus_row("code", "{not json"),
             eurus_row("code", json.dumps({"inputs": ["1"], "outputs": []})),  # lengths differ
+            eurus_row("code", json.dumps({"fn_name": "f", "inputs": ["1\nnot json"], "outputs": ["1"]})),
+            eurus_row("code", json.dumps({"fn_name": "f", "inputs": ["1"], "outputs": ["[" * 100000]})),
         ],
     )
     test = write_parquet(tmp_path / "validation.parquet", [eurus_row("code", tests, source="apps")])
     argv = ["--train-file", str(train), "--test-file", str(test), "--out", str(tmp_path / "out"), "--skip-bad"]
     eurus_code.main(argv)
-    assert "1 non-code records skipped" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "1 non-code records skipped" in printed and "7 records read, 4 malformed" in printed
+    assert "record 4: call-based test 0 is not JSON (JSONDecodeError)" in printed
+    assert "record 5: call-based test 0 is not JSON (RecursionError)" in printed
     (row,) = rows(tmp_path / "out" / "train.parquet")
     assert row["ability"] == "code" and row["reward_model"]["ground_truth"] == tests
     assert row["prompt"][0] == {"role": "system", "content": "Write Python."}

@@ -7,6 +7,7 @@ python -m pytest tests/test_rewards_code_on_cpu.py
 """
 
 import json
+import threading
 import time
 
 import pytest
@@ -115,11 +116,62 @@ def test_max_tests_limits_the_tests_run():
 def test_both_rewards_share_one_execution():
     response = fenced("print(2 * int(input())) # shared")
     evaluate(response, DOUBLE, **FAST)
-    hits = code._evaluate.cache_info().hits
+    runs = code.EXECUTIONS["programs"]
     started = time.perf_counter()
     assert scores(response) == (1.0, 1.0)
-    assert code._evaluate.cache_info().hits == hits + 2  # both rewards came from the cache
+    assert code.EXECUTIONS["programs"] == runs  # both rewards came from the cache
     assert time.perf_counter() - started < 0.05
+
+
+def test_concurrent_rewards_run_the_program_once():
+    # Two threads ask for the two rewards of the same fresh sample at the same moment: one execution.
+    response = fenced("import time\ntime.sleep(0.3)\nprint(2 * int(input())) # concurrent")
+    runs = code.EXECUTIONS["programs"]
+    barrier = threading.Barrier(2)
+    out = {}
+
+    def call(name, reward):
+        barrier.wait()
+        out[name] = reward(response, DOUBLE, **FAST)
+
+    threads = [threading.Thread(target=call, args=a) for a in (("p", pass_rate_reward), ("b", bug_free_reward))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert out == {"p": 1.0, "b": 1.0}
+    assert code.EXECUTIONS["programs"] == runs + 1
+
+
+def test_grader_is_exact_on_integers_and_safe_on_huge_numbers():
+    for got, want in [
+        ("1000001", "1000000"),
+        ("999999999", "1000000000"),
+        ("12345678901234567891", "12345678901234567890"),
+        ("9" * 400, "1" + "0" * 400),
+        ("inf", "1e999"),
+        ("nan", "0"),
+        ("1e999999999", "1e999999998"),
+    ]:
+        assert not code.stdout_matches(got, want) and not code.stdout_matches(want, got), (got, want)
+    assert code.stdout_matches("1" + "0" * 400, "1" + "0" * 400 + ".0000000001")  # float on one side
+    assert code.stdout_matches("3.0000001", "3") and not code.stdout_matches("3.01", "3")
+
+
+def test_call_based_hostile_output_never_raises():
+    # The program reads the nonce from the harness and prints it followed by 100000 '[' (json.loads would recurse
+    # too deep), or by a 3 MB line: the test fails, nothing raises.
+    for tail in ("'[' * 100000", "'1' * 3_000_000"):
+        program = (
+            "import __main__, sys\n"
+            "nonce = __main__.request['nonce']  # the harness's request, read from its module\n"
+            f"print(nonce + {tail})\n"
+            "sys.exit(0)\n"
+            "def f(x):\n    return x\n"
+        )
+        tests = {"fn_name": "f", "inputs": ["2"], "outputs": ["2"]}
+        # The program runs inside the harness's exec, so its top level runs before f is called.
+        assert compute_score("taco", fenced(program), tests, **FAST)["pass_rate"] == 0.0
 
 
 def test_compute_score_ignores_unknown_keywords():

