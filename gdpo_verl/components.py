@@ -1,4 +1,4 @@
-"""Reward components: the ``reward.gdpo`` config block, validated and turned into callables.
+"""Reward components: the ``reward.gdpo`` config block, validated and turned into bound calls.
 
 Used by the multi-reward manager (in every reward worker) and by ``python -m gdpo_verl.main`` (at startup,
 before Ray starts). A component is declared as
@@ -6,7 +6,8 @@ before Ray starts). A component is declared as
     reward:
       gdpo:
         on_error: raise          # raise | nan  (nan: the component abstains for that sample, errors are counted)
-        timeout_s: 30            # per reward-function call; null for none
+        timeout_s: 30            # per reward-function call (a positive number of seconds)
+        processes: 2             # reward-function worker processes per reward worker (killable calls)
         components:
           - name: format
             path: gdpo_verl.rewards.toolcall   # module path, pkg://module, or a .py file path
@@ -15,27 +16,49 @@ before Ray starts). A component is declared as
             weight: 1.0
             condition: null                    # {on: correctness, threshold: 1.0}  (paper Eq. 8)
             kwargs: {}
+            cheap: false                       # true: run in a thread, no process hop (fast, trusted functions)
 
 A function is called with whichever of ``data_source, solution_str, ground_truth, extra_info`` it accepts
-(all of them when it takes ``**kwargs``), plus the component's kwargs. Components that share ``path`` and
-``fn`` and ``kwargs`` share one call per sample; a dict result feeds each of them through its ``key``.
+(all of them when it takes ``**kwargs``), plus the component's kwargs (checked against its signature).
+Components that share ``path``, ``fn`` and ``kwargs`` share one call per sample; a dict result feeds each of
+them through its ``key``. Every value is type-checked here: a bad one raises ``ValueError`` naming the key.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import os
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gdpo_verl.core.advantage import Condition
 from gdpo_verl.core.choices import check_choice
+from gdpo_verl.reward_calls import BoundCall, bind
 
 ON_ERROR = ("raise", "nan")
-CALL_ARGS = ("data_source", "solution_str", "ground_truth", "extra_info")
+COMPONENT_KEYS = ("name", "path", "fn", "key", "weight", "condition", "kwargs", "cheap")
 ERROR_PREFIX = "gdpo_error_"  # reward_extra_info key of a component's error flag, written by the manager
+NONFINITE_PREFIX = "gdpo_nonfinite_"  # ... of its non-finite-value flag (also an error)
+MISSING_PREFIX = "gdpo_missing_"  # ... the keys a dict result had when it lacked the component's key ("" if not)
+# Names a component cannot take: verl's per-sample batch keys, and the manager's own flag prefixes.
+RESERVED_NAMES = frozenset(
+    "uid data_source reward_model extra_info index raw_prompt prompts responses response_mask attention_mask "
+    "input_ids position_ids rm_scores token_level_scores token_level_rewards advantages returns old_log_probs "
+    "ref_log_prob values extra_fields reward_extra_info score acc __num_turns__ multi_modal_inputs".split()
+)
+RESERVED_PREFIXES = (ERROR_PREFIX, NONFINITE_PREFIX, MISSING_PREFIX, "token_level_scores_")
+
+
+def real_number(value, where: str, *, finite: bool = True, positive: bool = False) -> float:
+    """``value`` as a float if it is a real number (not a bool, not a string); ValueError naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}={value!r} must be a number, not {type(value).__name__}")
+    number = float(value)
+    if finite and not math.isfinite(number):
+        raise ValueError(f"{where}={value!r} must be a finite number")
+    if positive and not number > 0:
+        raise ValueError(f"{where}={value!r} must be a positive number")
+    return number
 
 
 @dataclass(frozen=True)
@@ -50,6 +73,7 @@ class Component:
     condition_on: str | None = None
     threshold: float = 0.0
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    cheap: bool = False
 
     @property
     def call_id(self) -> tuple:
@@ -63,7 +87,8 @@ class RewardSpec:
 
     components: tuple[Component, ...]
     on_error: str = "raise"
-    timeout_s: float | None = 30.0
+    timeout_s: float = 30.0
+    processes: int = 2
 
     @property
     def names(self) -> list[str]:
@@ -108,51 +133,78 @@ def yaml_on(condition):
     return condition
 
 
+def _condition_cycle(components) -> list[str] | None:
+    """The names along a cycle of conditions (a -> b -> ... -> a), or None."""
+    on = {c.name: c.condition_on for c in components if c.condition_on}
+    for start in on:
+        seen, name = [start], on[start]
+        while name in on and name not in seen:
+            seen.append(name)
+            name = on[name]
+        if name == start:
+            return [*seen, start]
+    return None
+
+
+def _component(item, i: int) -> Component:
+    where = f"reward.gdpo.components[{i}]"
+    if not isinstance(item, Mapping):
+        raise ValueError(f"{where} must be a mapping with at least name and path; got {item!r}")
+    unknown = set(item) - set(COMPONENT_KEYS)
+    if unknown:
+        raise ValueError(
+            f"{where} has unknown keys {sorted(map(str, unknown))}; valid keys: {', '.join(COMPONENT_KEYS)}"
+        )
+    name, path = item.get("name"), item.get("path")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}.name must be a non-empty string; got {name!r}")
+    where = f"{where} ({name})"
+    if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
+        raise ValueError(
+            f"{where}.name={name!r} collides with a key verl or the manager puts on every sample; rename it"
+        )
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{where}.path must name a module or .py file; got {path!r}")
+    fn = item.get("fn") or "compute_score"
+    if not isinstance(fn, str):
+        raise ValueError(f"{where}.fn must be a function name (a string); got {fn!r}")
+    key = item.get("key")
+    if key is not None and (not isinstance(key, str) or not key):
+        raise ValueError(f"{where}.key must be a non-empty string (the dict entry to take) or null; got {key!r}")
+    kwargs = item.get("kwargs") or {}
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise ValueError(f"{where}.kwargs must be a mapping of parameter names to values; got {kwargs!r}")
+    cheap = item.get("cheap", False)
+    if not isinstance(cheap, bool):
+        raise ValueError(f"{where}.cheap must be true or false; got {cheap!r}")
+    condition = yaml_on(item.get("condition") or {})
+    if condition and (not isinstance(condition, Mapping) or not isinstance(condition.get("on"), str)):
+        raise ValueError(f"{where}.condition must look like {{on: <component>, threshold: <float>}}; got {condition!r}")
+    return Component(
+        name=name,
+        path=path,
+        fn=fn,
+        key=key,
+        weight=real_number(item.get("weight", 1.0), f"{where}.weight"),
+        condition_on=condition.get("on") if condition else None,
+        threshold=real_number(condition.get("threshold", 0.0), f"{where}.condition.threshold") if condition else 0.0,
+        kwargs=dict(kwargs),
+        cheap=cheap,
+    )
+
+
 def parse_spec(block) -> RewardSpec:
     """Validate a ``reward.gdpo`` mapping; every error names the bad key and value and the fix."""
     block = _plain(block) or {}
     on_error = check_choice("reward.gdpo.on_error", block.get("on_error", "raise"), ON_ERROR)
-    timeout = block.get("timeout_s", 30.0)
-    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ValueError(f"reward.gdpo.timeout_s={timeout!r} must be a positive number of seconds or null")
+    timeout = real_number(block.get("timeout_s", 30.0), "reward.gdpo.timeout_s", positive=True)
+    processes = block.get("processes", 2)
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"reward.gdpo.processes={processes!r} must be a whole number >= 1")
     raw = block.get("components") or []
     if not isinstance(raw, list):
         raise ValueError(f"reward.gdpo.components must be a list of components; got {type(raw).__name__}")
-    components = []
-    for i, item in enumerate(raw):
-        where = f"reward.gdpo.components[{i}]"
-        if not isinstance(item, Mapping):
-            raise ValueError(f"{where} must be a mapping with at least name and path; got {item!r}")
-        unknown = set(item) - {"name", "path", "fn", "key", "weight", "condition", "kwargs"}
-        if unknown:
-            raise ValueError(
-                f"{where} has unknown keys {sorted(unknown)}; valid keys: name, path, fn, key, weight, condition, "
-                "kwargs"
-            )
-        name, path = item.get("name"), item.get("path")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"{where}.name must be a non-empty string; got {name!r}")
-        if not isinstance(path, str) or not path:
-            raise ValueError(f"{where} ({name}).path must name a module or .py file; got {path!r}")
-        try:
-            weight = float(item.get("weight", 1.0))
-        except (TypeError, ValueError):
-            raise ValueError(f"{where} ({name}).weight must be a number; got {item.get('weight')!r}") from None
-        condition = yaml_on(item.get("condition") or {})
-        if condition and (not isinstance(condition, Mapping) or "on" not in condition):
-            raise ValueError(f"{where} ({name}).condition must look like {{on: <component>, threshold: <float>}}")
-        components.append(
-            Component(
-                name=name,
-                path=path,
-                fn=item.get("fn") or "compute_score",
-                key=item.get("key"),
-                weight=weight,
-                condition_on=condition.get("on") if condition else None,
-                threshold=float(condition.get("threshold", 0.0)) if condition else 0.0,
-                kwargs=dict(item.get("kwargs") or {}),
-            )
-        )
+    components = [_component(item, i) for i, item in enumerate(raw)]
     names = [c.name for c in components]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
@@ -163,47 +215,24 @@ def parse_spec(block) -> RewardSpec:
                 f"reward.gdpo.components ({c.name}).condition.on={c.condition_on!r} is not another component; "
                 f"valid values: {', '.join(n for n in names if n != c.name)}"
             )
-    return RewardSpec(components=tuple(components), on_error=on_error, timeout_s=timeout)
+    cycle = _condition_cycle(components)
+    if cycle:
+        raise ValueError(f"reward.gdpo.components: the conditions form a cycle {' -> '.join(cycle)}; break it")
+    return RewardSpec(components=tuple(components), on_error=on_error, timeout_s=timeout, processes=processes)
 
 
-def load_function(path: str, name: str) -> Callable:
-    """Import ``name`` from a module path (``pkg.mod`` or ``pkg://pkg.mod``) or a ``.py`` file path."""
-    try:
-        if path.endswith(".py") or os.sep in path or path.startswith("file://"):
-            from verl.utils.import_utils import load_extern_object
+def resolve(spec: RewardSpec) -> dict[tuple, BoundCall]:
+    """Import every distinct function once and check its kwargs: {call_id: BoundCall}.
 
-            return load_extern_object(module_path=path, object_name=name)
-        module = importlib.import_module(path.removeprefix("pkg://").replace("/", "."))
-    except Exception as e:
-        raise ImportError(f"cannot import reward function module {path!r}: {type(e).__name__}: {e}") from e
-    if not hasattr(module, name):
-        public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
-        raise ImportError(f"reward module {path!r} has no function {name!r}; callables there: {public}")
-    return getattr(module, name)
-
-
-def bind(fn: Callable, kwargs: Mapping[str, Any]) -> Callable[..., Any]:
-    """Wrap ``fn`` so it can always be called with the four verl arguments, passing only what it accepts."""
-    params = inspect.signature(fn).parameters
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    accepted = [a for a in CALL_ARGS if takes_all or a in params]
-    fixed = dict(kwargs)
-
-    def call(**available):
-        return fn(**{a: available[a] for a in accepted}, **fixed)
-
-    call.__name__ = getattr(fn, "__name__", "reward_fn")
-    return call
-
-
-def resolve(spec: RewardSpec) -> dict[tuple, Callable]:
-    """Import every distinct function once: {call_id: bound callable}. Raises ImportError naming the component."""
+    Raises ImportError or ValueError naming the component.
+    """
     calls = {}
-    for c in spec.components:
+    for i, c in enumerate(spec.components):
         if c.call_id in calls:
             continue
+        where = f"reward.gdpo.components[{i}] ({c.name})"
         try:
-            calls[c.call_id] = bind(load_function(c.path, c.fn), c.kwargs)
+            calls[c.call_id] = bind(c.path, c.fn, c.kwargs, where)
         except ImportError as e:
-            raise ImportError(f"reward.gdpo.components ({c.name}): {e}") from e
+            raise ImportError(f"{where}: {e}") from e
     return calls

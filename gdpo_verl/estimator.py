@@ -27,14 +27,17 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
-from gdpo_verl.components import yaml_on
+from gdpo_verl.components import real_number, yaml_on
 from gdpo_verl.core.advantage import (
+    F32_MAX,
     FINAL_NORMS,
     Condition,
     apply_conditions,
@@ -92,7 +95,13 @@ class GDPOSettings:
         if any(not isinstance(k, str) or not k for k in keys) or len(set(keys)) != len(keys):
             raise ValueError(f"algorithm.gdpo_reward_keys must be distinct non-empty names; got {keys}")
         raw_weights = _get(config, "gdpo_reward_weights", None)
-        weights = [1.0] * len(keys) if raw_weights is None else [float(w) for w in raw_weights]
+        if raw_weights is not None and (isinstance(raw_weights, str) or not hasattr(raw_weights, "__len__")):
+            raise ValueError(f"algorithm.gdpo_reward_weights must be a list of numbers; got {raw_weights!r}")
+        weights = (
+            [1.0] * len(keys)
+            if raw_weights is None
+            else [real_number(w, f"algorithm.gdpo_reward_weights[{i}]") for i, w in enumerate(raw_weights)]
+        )
         if len(weights) != len(keys):
             raise ValueError(
                 f"algorithm.gdpo_reward_weights has {len(weights)} values {weights} but gdpo_reward_keys has "
@@ -110,7 +119,10 @@ class GDPOSettings:
                     f"from gdpo_reward_keys {keys} "
                     "(form: {<component>: {on: <other component>, threshold: <float>}})"
                 )
-            conditions.append(Condition(keys.index(target), keys.index(on), float(spec.get("threshold", 0.0))))
+            threshold = real_number(
+                spec.get("threshold", 0.0), f"algorithm.gdpo_reward_conditions[{target!r}].threshold"
+            )
+            conditions.append(Condition(keys.index(target), keys.index(on), threshold))
         final_norm = check_choice(
             "algorithm.gdpo_final_norm", str(_get(config, "gdpo_final_norm", "token")), FINAL_NORMS
         )
@@ -121,13 +133,36 @@ class GDPOSettings:
             conditions=tuple(conditions),
             final_norm=final_norm,
             backend=backend,
-            epsilon=float(_get(config, "gdpo_epsilon", 1e-6)),
+            epsilon=real_number(_get(config, "gdpo_epsilon", 1e-6), "algorithm.gdpo_epsilon", positive=True),
             norm_by_std=bool(_get(config, "norm_adv_by_std_in_grpo", True)),
         )
 
 
+NUMERIC_KINDS = ("floating", "integer", "mixed-integer-float", "decimal", "empty")
+
+
+def numeric_column(values, where: str, bs: int) -> np.ndarray:
+    """(bs,) float64 from per-response values: numbers, None or NaN (missing). Strings and other objects raise a
+    ValueError naming ``where``; non-finite numbers stay non-finite here (the math treats them as missing)."""
+    values = np.asarray(values)
+    if values.shape != (bs,):
+        raise ValueError(f"{where} must have shape ({bs},) (one value per response); got {values.shape}")
+    if values.dtype.kind in "biuf":
+        return values.astype(np.float64)
+    kind = pd.api.types.infer_dtype(values, skipna=True)
+    if kind not in NUMERIC_KINDS:
+        bad = next(v for v in values.tolist() if v is not None and not isinstance(v, numbers.Real))
+        raise ValueError(f"{where} must hold numbers or None; found {type(bad).__name__} {bad!r} ({kind} values)")
+    return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+
+
 def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tensor:
-    """Per-response scores (bs, K) float32 from per-reward token tensors or non-tensor scalars (NaN = missing)."""
+    """Per-response scores (bs, K) float64 from per-reward token tensors or non-tensor scalars (NaN = missing).
+
+    A tensor ``token_level_scores_<name>`` (bs, T) contributes its per-response sum (NaN where it abstains).
+    Non-finite values are kept as they are: the math treats them as missing. Raises ValueError naming the field
+    for a wrong shape or a non-numeric value, and KeyError when a component is nowhere.
+    """
     tensor_keys = set(batch.keys()) if batch is not None else set()
     non_tensor = non_tensor_batch if non_tensor_batch is not None else {}
     columns = []
@@ -137,14 +172,11 @@ def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tens
             scores = batch[field]
             if scores.dim() != 2 or scores.shape[0] != bs:
                 raise ValueError(f"batch[{field!r}] must be (bs={bs}, response_length); got {tuple(scores.shape)}")
-            columns.append(scores.to(torch.float32).sum(dim=-1))
+            if not (scores.dtype.is_floating_point or scores.dtype in (torch.int32, torch.int64, torch.bool)):
+                raise ValueError(f"batch[{field!r}] must hold numbers; got dtype {scores.dtype}")
+            columns.append(scores.to(torch.float64).sum(dim=-1))
         elif key in non_tensor:
-            try:
-                values = np.asarray(non_tensor[key], dtype=np.float32)
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"non_tensor_batch[{key!r}] must hold numbers or None; {e}") from e
-            if values.shape != (bs,):
-                raise ValueError(f"non_tensor_batch[{key!r}] must have shape ({bs},); got {values.shape}")
+            values = numeric_column(non_tensor[key], f"non_tensor_batch[{key!r}]", bs)
             columns.append(torch.from_numpy(values).to(device))
         else:
             have_tensors = sorted(k for k in tensor_keys if str(k).startswith(SCORE_PREFIX))
@@ -160,12 +192,14 @@ def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tens
 def verl_backend(scores: torch.Tensor, index, response_mask: torch.Tensor, settings: GDPOSettings) -> torch.Tensor:
     """Oracle path: each reward literally through verl's ``compute_grpo_outcome_advantage`` (its Python loop).
 
-    scores: (bs, K); returns (bs, T). Missing values are left out by calling verl on the valid rows only.
+    scores: (bs, K); returns (bs, T). Missing values, and values that are not finite in verl's float32, are left out
+    by calling verl on the valid rows only; a result verl's float32 arithmetic cannot represent becomes 0 or +-max.
     """
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
     from verl.utils.torch_functional import masked_whiten
 
-    scores = apply_conditions(scores.to(torch.float32), settings.conditions)
+    scores = scores.to(torch.float32)
+    scores = apply_conditions(torch.where(torch.isfinite(scores), scores, torch.nan), settings.conditions)
     index = np.asarray(index, dtype=object)
     adv = torch.zeros(scores.shape[0], dtype=torch.float32)
     for k, w in enumerate(settings.weights):
@@ -184,7 +218,10 @@ def verl_backend(scores: torch.Tensor, index, response_mask: torch.Tensor, setti
     if settings.final_norm != "token":
         return final_normalize(adv.to(torch.float64), response_mask, settings.final_norm, include=present)
     mask = response_mask * present.unsqueeze(-1)
-    return masked_whiten(adv.unsqueeze(-1) * mask, mask) * mask
+    if mask.sum() < 2:  # verl's masked_var needs two tokens
+        return torch.zeros(response_mask.shape, dtype=torch.float32)
+    out = masked_whiten(adv.unsqueeze(-1) * mask, mask) * mask
+    return torch.nan_to_num(out, nan=0.0, posinf=F32_MAX, neginf=-F32_MAX)
 
 
 def compute_gdpo_advantage(

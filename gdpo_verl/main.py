@@ -99,10 +99,10 @@ def apply_components(cfg: DictConfig) -> RewardSpec | None:
 def validate(cfg: DictConfig) -> None:
     """Every check that needs no Ray: components, estimator settings, rollout engine, verl's own checks."""
     apply_components(cfg)
-    if str(cfg.algorithm.adv_estimator) == "gdpo":
+    if str(cfg.algorithm.adv_estimator) == "gdpo" or cfg.algorithm.get("gdpo_reward_keys"):
         from gdpo_verl.estimator import GDPOSettings
 
-        GDPOSettings.from_config(cfg.algorithm)
+        GDPOSettings.from_config(cfg.algorithm)  # weights, conditions, epsilon: for the GRPO baseline's metrics too
     from gdpo_verl.cpu import check_rollout_backend
 
     check_rollout_backend(cfg)
@@ -141,7 +141,75 @@ def prepare(cfg: DictConfig) -> Path:
             cfg.trainer.default_local_dir = str(out / "checkpoints")
     validate(cfg)
     OmegaConf.resolve(cfg)  # Ray workers have no Hydra resolvers
+    if cfg.launch.get("probe_rewards", True) and cfg.reward.reward_manager.name == "gdpo_multi":
+        probe_rewards(cfg)
     return out
+
+
+PROBE_ROWS = 4
+PROBE_RESPONSE = "placeholder response"
+
+
+def _first_rows(files, n: int) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    path = Path(str(files[0] if isinstance(files, (list, tuple)) or OmegaConf.is_list(files) else files)).expanduser()
+    if not path.is_file():
+        raise ValueError(
+            f"data.train_files: {path} does not exist, so the reward functions cannot be probed on it. Prepare the "
+            "data first (python -m data_prep.<task>) or set launch.probe_rewards=false"
+        )
+    batch = next(pq.ParquetFile(path).iter_batches(batch_size=n), None)
+    return batch.to_pylist() if batch is not None else []
+
+
+def probe_rewards(cfg: DictConfig) -> None:
+    """Call every reward function on the first rows of the training data with a placeholder response.
+
+    Fails before Ray starts, naming the component and the row, when a function raises (or times out, or returns
+    something that is not a number) on the real ground truth, or when a component's key is missing from every
+    probed row's result (the message lists the keys the function did return).
+    """
+    import asyncio
+
+    from gdpo_verl.manager import ComponentScorer
+
+    spec = parse_spec(cfg.reward.get("gdpo"))
+    rows = _first_rows(cfg.data.train_files, PROBE_ROWS)
+    scorer = ComponentScorer(spec)
+    missing: dict[str, tuple[str, ...]] = {}
+    try:
+        for i, row in enumerate(rows):
+            kwargs = {
+                "data_source": row.get("data_source", "unknown"),
+                "solution_str": PROBE_RESPONSE,
+                "ground_truth": (row.get("reward_model") or {}).get("ground_truth"),
+                "extra_info": row.get("extra_info"),
+            }
+            scored = asyncio.run(scorer.score(kwargs))
+            for c in spec.components:
+                got = scored[c.name]
+                if got.error is not None:
+                    raise ValueError(
+                        f"reward probe: component {c.name!r} ({c.path}:{c.fn}) failed on row {i} of "
+                        f"data.train_files (data_source={kwargs['data_source']!r}, ground_truth="
+                        f"{kwargs['ground_truth']!r}) with the response {PROBE_RESPONSE!r}: {got.error}. Fix the "
+                        "function (it must accept this ground truth and never raise) or set launch.probe_rewards=false"
+                    )
+                if got.missing_from is not None:
+                    missing.setdefault(c.name, got.missing_from)
+                else:
+                    missing[c.name] = ()
+    finally:
+        scorer.close()
+    for c in spec.components:
+        if rows and missing.get(c.name):
+            raise ValueError(
+                f"reward probe: component {c.name!r} ({c.path}:{c.fn}) takes the key {c.key or c.name!r}, which the "
+                f"function's result lacked on all {len(rows)} probed rows; the keys it returned: "
+                f"{list(missing[c.name])}. Set the component's key (or name) to one of them"
+            )
+    print(f"[gdpo-verl] reward probe ok: {len(spec.components)} components on {len(rows)} rows", flush=True)
 
 
 def run(cfg: DictConfig) -> Path:

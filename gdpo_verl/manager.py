@@ -1,32 +1,44 @@
-"""Multi-reward manager for verl's reward loop, registered as ``gdpo_multi``.
+"""Multi-reward manager for verl's reward loop, registered as ``gdpo_multi``: reward functions -> per-reward scores.
 
 Select it with ``reward.reward_manager.name=gdpo_multi`` and declare components under ``reward.gdpo``
 (see ``gdpo_verl.components``). verl builds one manager per reward worker (a Ray actor); the plugin entry
-point registers the class in every process (``gdpo_verl.verl_glue``).
+point registers the class in every process (``gdpo_verl.verl_glue``). Calls run through
+``gdpo_verl.reward_calls`` (killable worker processes with a time-out that holds; ``cheap`` components in threads).
 
 Per sample it returns verl's ``{"reward_score", "reward_extra_info"}``:
-  reward_score       the weighted sum of the components after conditions (NaN counts 0), so
+  reward_score       the weighted sum of the components after conditions (missing counts 0), so
                      ``token_level_scores`` is the GRPO baseline's reward on the same components;
-  reward_extra_info  every component's raw score under its name (NaN where it abstains), and
-                     ``gdpo_error_<name>`` (1.0 where its call failed under ``on_error: nan``, else 0.0).
+  reward_extra_info  every component's raw score under its name (NaN where it abstains), and per component the
+                     flags ``gdpo_error_<name>`` (its call failed, under ``on_error: nan``), ``gdpo_nonfinite_<name>``
+                     (it returned inf or NaN; also an error) and ``gdpo_missing_<name>`` (its dict result lacked the
+                     component's key), each 1.0 or 0.0.
 Every sample carries every key, so verl's "keys from the first sample" rule loses nothing.
+
+What counts as a failure (goes through ``on_error``): any exception (``SystemExit`` included), a time-out, a value
+that is not a real number, None or a dict (a string, a 2-element tensor, ...), a number that does not fit a float
+(``10**400``), and inf or NaN. ``raise`` stops with ``RewardFunctionError`` naming the component, its function,
+the data source and a clipped response; ``nan`` makes the component abstain for that sample. ``None`` (or a dict
+without the key, for mixed data sources) is a deliberate abstention, not a failure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import numbers
-from functools import partial
+from dataclasses import dataclass
 
 import torch
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from gdpo_verl.components import ERROR_PREFIX, RewardSpec, parse_spec, resolve
+from gdpo_verl.components import ERROR_PREFIX, MISSING_PREFIX, NONFINITE_PREFIX, RewardSpec, parse_spec, resolve
 from gdpo_verl.core.advantage import apply_conditions, weight_vector
+from gdpo_verl.reward_calls import RewardCaller, describe
 
 NAME = "gdpo_multi"
+logger = logging.getLogger(__name__)
 
 
 class RewardFunctionError(RuntimeError):
@@ -37,17 +49,49 @@ def _clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
 
 
-def component_value(result, key: str):
-    """A component's float from a call result: a number, or a dict entry (missing entry -> NaN, abstain)."""
+@dataclass(frozen=True)
+class ComponentValue:
+    """One component's value on one sample: ``value`` (NaN = abstain), or why it has none."""
+
+    value: float = math.nan
+    error: str | None = None
+    nonfinite: bool = False
+    missing_from: tuple[str, ...] | None = None  # the keys of a dict result that lacked the component's key
+
+
+def component_value(result, key: str) -> ComponentValue:
+    """A component's value from a call result: a real number, None (abstain), or a dict entry.
+
+    >>> component_value({"format": 1, "correctness": 0.5}, "correctness").value
+    0.5
+    >>> component_value({"format": 1}, "correctness").missing_from
+    ('format',)
+    >>> component_value(float("inf"), "x").error, component_value("1.0", "x").error
+    ('returned inf, which is not finite', "returned str '1.0', expected a real number, None or a dict")
+    """
     if isinstance(result, dict):
         if key not in result:
-            return math.nan
+            return ComponentValue(missing_from=tuple(sorted(map(str, result))))
         result = result[key]
     if result is None:
-        return math.nan
-    if isinstance(result, numbers.Real) or hasattr(result, "item"):
-        return float(result)
-    raise TypeError(f"returned {type(result).__name__} {_clip(repr(result), 80)}, expected a number or a dict")
+        return ComponentValue()
+    number = result
+    if not isinstance(number, numbers.Real) and callable(getattr(number, "item", None)):
+        try:
+            number = number.item()  # numpy / torch scalars; a tensor of several values raises
+        except Exception as e:  # noqa: BLE001
+            return ComponentValue(error=f"returned {type(result).__name__} that is not one number ({describe(e)})")
+    if isinstance(number, numbers.Real):
+        try:
+            value = float(number)
+        except (OverflowError, ValueError, TypeError) as e:
+            return ComponentValue(error=f"returned a number that does not fit a float ({describe(e)})")
+        if not math.isfinite(value):
+            return ComponentValue(error=f"returned {value}, which is not finite", nonfinite=True)
+        return ComponentValue(value=value)
+    return ComponentValue(
+        error=f"returned {type(result).__name__} {_clip(repr(result), 80)}, expected a real number, None or a dict"
+    )
 
 
 def weighted_total(spec: RewardSpec, values: dict[str, float]) -> float:
@@ -55,6 +99,41 @@ def weighted_total(spec: RewardSpec, values: dict[str, float]) -> float:
     scores = torch.tensor([[values[name] for name in spec.names]], dtype=torch.float64)  # (1, K)
     gated = apply_conditions(scores, spec.gates)
     return float(torch.nan_to_num(gated) @ weight_vector(spec.weights, gated))
+
+
+class ComponentScorer:
+    """Every component of a ``reward.gdpo`` spec on one sample: shared calls once, each through ``on_error``'s rules.
+
+    Used by the manager in each reward worker and by the start-up reward probe of ``python -m gdpo_verl.main``.
+    """
+
+    def __init__(self, spec: RewardSpec):
+        self.spec = spec
+        self.calls = resolve(spec)
+        self.cheap = {
+            cid: all(c.cheap for c in spec.components if c.call_id == cid) for cid in self.calls
+        }  # a call is cheap only when every component sharing it says so
+        self.caller = RewardCaller(processes=spec.processes)
+
+    async def score(self, kwargs: dict) -> dict[str, ComponentValue]:
+        """{component name: its value} for one sample; ``kwargs`` are the call arguments."""
+        timeout = self.spec.timeout_s
+        outcomes = await asyncio.gather(
+            *(self.caller.call(call, kwargs, timeout, cheap=self.cheap[cid]) for cid, call in self.calls.items())
+        )
+        outcomes = dict(zip(self.calls, outcomes))
+        values = {}
+        for c in self.spec.components:
+            outcome = outcomes[c.call_id]
+            values[c.name] = (
+                ComponentValue(error=outcome.error)
+                if outcome.error
+                else component_value(outcome.value, c.key or c.name)
+            )
+        return values
+
+    def close(self) -> None:
+        self.caller.close()
 
 
 class MultiRewardManager(RewardManagerBase):
@@ -68,25 +147,14 @@ class MultiRewardManager(RewardManagerBase):
                 f"reward.reward_manager.name={NAME} needs reward.gdpo.components (a list of "
                 "{name, path, fn, weight}); none are declared"
             )
-        self.calls = resolve(self.spec)
-
-    async def _call(self, call_id, fn, kwargs: dict):
-        """Run one reward function in a worker thread with the configured time-out. Returns (result, error)."""
-        try:
-            future = asyncio.get_running_loop().run_in_executor(None, partial(fn, **kwargs))
-            return await asyncio.wait_for(future, timeout=self.spec.timeout_s), None
-        except asyncio.TimeoutError:
-            return None, f"timed out after {self.spec.timeout_s} s"
-        except Exception as e:  # a reward function's own failure, handled by on_error
-            return None, f"{type(e).__name__}: {e}"
+        self.scorer = ComponentScorer(self.spec)
 
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1]  # multi-sequence outputs: score the last sequence, as verl's managers do
         response_ids = item.batch["responses"]
         valid = int(item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
-        text = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: self.tokenizer.decode(response_ids[:valid], skip_special_tokens=True)
-        )
+        # decoded inline: never queued behind reward calls
+        text = self.tokenizer.decode(response_ids[:valid], skip_special_tokens=True)
         data_source = item.non_tensor_batch.get("data_source", "unknown")
         kwargs = {
             "data_source": data_source,
@@ -94,23 +162,21 @@ class MultiRewardManager(RewardManagerBase):
             "ground_truth": item.non_tensor_batch["reward_model"]["ground_truth"],
             "extra_info": item.non_tensor_batch.get("extra_info", None),
         }
-        outcomes = await asyncio.gather(*(self._call(cid, fn, kwargs) for cid, fn in self.calls.items()))
-        outcomes = dict(zip(self.calls, outcomes))
+        scored = await self.scorer.score(kwargs)
         values, extra = {}, {}
         for c in self.spec.components:
-            result, error = outcomes[c.call_id]
-            if error is None:
-                try:
-                    values[c.name] = component_value(result, c.key or c.name)
-                except TypeError as e:
-                    error = str(e)
-            if error is not None:
-                if self.spec.on_error == "raise":
-                    raise RewardFunctionError(
-                        f"reward component {c.name!r} ({c.path}:{c.fn}) failed on data_source={data_source!r}: "
-                        f"{error}; response: {_clip(text)!r}. Set reward.gdpo.on_error=nan to let it abstain."
-                    )
-                values[c.name] = math.nan
-            extra[c.name] = values[c.name]
-            extra[ERROR_PREFIX + c.name] = 0.0 if error is None else 1.0
+            got = scored[c.name]
+            if got.error is not None and self.spec.on_error == "raise":
+                raise RewardFunctionError(
+                    f"reward component {c.name!r} ({c.path}:{c.fn}) failed on data_source={data_source!r}: "
+                    f"{got.error}; response: {_clip(text)!r}. Set reward.gdpo.on_error=nan to let it abstain."
+                )
+            if got.missing_from is not None:
+                logger.debug("component %r: %s:%s returned no key %r; its keys: %s", c.name, c.path, c.fn,
+                             c.key or c.name, list(got.missing_from))  # fmt: skip
+            values[c.name] = got.value
+            extra[c.name] = got.value
+            extra[ERROR_PREFIX + c.name] = float(got.error is not None)
+            extra[NONFINITE_PREFIX + c.name] = float(got.nonfinite)
+            extra[MISSING_PREFIX + c.name] = float(got.missing_from is not None)
         return {"reward_score": weighted_total(self.spec, values), "reward_extra_info": extra}

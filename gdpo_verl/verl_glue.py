@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from gdpo_verl import estimator
-from gdpo_verl.components import ERROR_PREFIX
+from gdpo_verl.components import ERROR_PREFIX, MISSING_PREFIX, NONFINITE_PREFIX
 from gdpo_verl.core.advantage import apply_conditions
 from gdpo_verl.core.metrics import step_metrics
 
@@ -45,8 +45,10 @@ def reward_metrics(columns: Mapping, uids, algorithm) -> dict[str, float]:
     missing = [k for k in settings.keys if k not in columns]
     if missing:
         return {}
+    check_keys_returned(columns, settings.keys)
     scores = estimator.collect_scores(settings.keys, None, columns, len(uids), "cpu")
     errors = {k: columns[ERROR_PREFIX + k] for k in settings.keys if ERROR_PREFIX + k in columns}
+    nonfinite = {k: columns[NONFINITE_PREFIX + k] for k in settings.keys if NONFINITE_PREFIX + k in columns}
     return step_metrics(
         apply_conditions(scores, settings.conditions),
         uids,
@@ -56,7 +58,21 @@ def reward_metrics(columns: Mapping, uids, algorithm) -> dict[str, float]:
         epsilon=settings.epsilon,
         data_source=columns.get("data_source"),
         errors=errors,
+        nonfinite=nonfinite,
     )
+
+
+def check_keys_returned(columns: Mapping, keys) -> None:
+    """A component whose key was missing from EVERY sample's result in the batch is a configuration error (missing
+    in some samples is an abstention: mixed data sources). The start-up reward probe names the keys returned."""
+    for key in keys:
+        flags = columns.get(MISSING_PREFIX + key)
+        if flags is not None and len(flags) and bool(np.all(np.asarray(flags, dtype=np.float64) == 1.0)):
+            raise ValueError(
+                f"reward component {key!r}: its function's result lacked the key on all {len(flags)} samples of "
+                "this batch (the reward workers' debug log and the start-up reward probe list the keys it returns). "
+                "Set reward.gdpo.components[...].key to one of them"
+            )
 
 
 def columns_from_extra_fields(extra_fields: list, data_source=None) -> dict[str, np.ndarray]:

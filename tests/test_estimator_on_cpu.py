@@ -181,3 +181,96 @@ def test_missing_component_error_lists_what_is_there():
     data.non_tensor_batch["acc"] = np.array([1.0, 0.0], dtype=object)
     with pytest.raises(KeyError, match=r"'correctness'.*token_level_scores_f.*'acc'"):
         compute_advantage(data, "gdpo", config=algo(gdpo_reward_keys=["correctness"]))
+
+
+# --- hostile inputs: the estimator never emits NaN or inf ---------------------------------------------------------
+HOSTILE = [float("nan"), float("inf"), float("-inf"), 1e39, -1e39, 1e300, -1e300, 1e-300, 5e-324, 0.0, 1.0, -3.0]
+
+
+@st.composite
+def hostile_batches(draw):
+    """Batches mixing NaN, +-inf, values that overflow float32 or square past float64, tiny values, singleton
+    and ragged groups, empty responses, and huge KL offsets."""
+    k = draw(st.integers(1, 4))
+    sizes = draw(st.lists(st.integers(1, 5), min_size=1, max_size=6))
+    bs, t = sum(sizes), draw(st.integers(1, 5))
+    uids = np.array([f"g{g}" for g, n in enumerate(sizes) for _ in range(n)], dtype=object)
+    values = st.one_of(st.sampled_from(HOSTILE), st.floats(allow_nan=True, allow_infinity=True))
+    scores = draw(st.lists(st.lists(values, min_size=k, max_size=k), min_size=bs, max_size=bs))
+    lengths = draw(st.lists(st.integers(0, t), min_size=bs, max_size=bs))
+    mask = (torch.arange(t).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).to(torch.int64)
+    weights = draw(st.lists(st.sampled_from([0.5, 1.0, 1e30, -2.0]), min_size=k, max_size=k))
+    offsets = draw(st.lists(st.sampled_from([0.0, float("nan"), float("inf"), 1e300, -1.0]), min_size=bs, max_size=bs))
+    return np.array(scores, dtype=np.float64), uids, mask, weights, torch.tensor(offsets, dtype=torch.float64)
+
+
+@given(
+    hostile_batches(), st.sampled_from(["token", "sequence", "none"]), st.booleans(), st.sampled_from(["fast", "verl"])
+)
+def test_every_advantage_is_finite_on_hostile_batches(batch, final_norm, norm_by_std, backend):
+    scores, uids, mask, weights, offsets = batch
+    keys = [f"r{j}" for j in range(scores.shape[1])]
+    columns = {key: scores[:, j] for j, key in enumerate(keys)}  # float64 columns: -1e39 must not overflow
+    config = algo(gdpo_reward_keys=keys, gdpo_reward_weights=weights, gdpo_final_norm=final_norm,
+                  gdpo_backend=backend, norm_adv_by_std_in_grpo=norm_by_std)  # fmt: skip
+    adv, _ = compute_gdpo_advantage(torch.zeros(mask.shape), mask, index=uids, config=config, non_tensor_batch=columns)
+    assert torch.isfinite(adv).all(), adv
+    if backend == "fast":  # the KL offset path (fast backend only)
+        config = algo(gdpo_reward_keys=keys, gdpo_reward_weights=weights, gdpo_final_norm=final_norm,
+                      use_kl_in_reward=True)  # fmt: skip
+        rewards = -offsets.unsqueeze(-1).expand(mask.shape).to(torch.float32) / max(mask.shape[1], 1)
+        data = DataProto.from_dict(tensors={"token_level_scores": torch.zeros(mask.shape)}, non_tensors=columns)
+        adv, _ = compute_gdpo_advantage(rewards, mask, index=uids, config=config, batch=data.batch,
+                                        non_tensor_batch=columns)  # fmt: skip
+        assert torch.isfinite(adv).all(), adv
+
+
+def test_non_finite_scores_abstain_like_missing_ones():
+    # -inf in one response of a group: that response abstains for that reward (as NaN would), nothing else changes.
+    mask = torch.ones(4, 2, dtype=torch.int64)
+    uids = np.array(["a", "a", "a", "b"], dtype=object)
+    config = algo(gdpo_reward_keys=["r"])
+    with_inf, _ = compute_gdpo_advantage(mask, mask, index=uids, config=config,
+                                         non_tensor_batch={"r": np.array([1.0, 0.0, -np.inf, 2.0])})  # fmt: skip
+    with_nan, _ = compute_gdpo_advantage(mask, mask, index=uids, config=config,
+                                         non_tensor_batch={"r": np.array([1.0, 0.0, np.nan, 2.0])})  # fmt: skip
+    assert torch.isfinite(with_inf).all() and torch.equal(with_inf, with_nan) and (with_inf[2] == 0).all()
+
+
+@pytest.mark.parametrize(
+    "columns, match",
+    [
+        (
+            {"r": np.array(["1.0", "0.0"], dtype=object)},
+            r"non_tensor_batch\['r'\] must hold numbers or None; found str",
+        ),
+        ({"r": np.array([1.0, {"x": 1}], dtype=object)}, r"must hold numbers or None; found dict"),
+        ({"r": np.array([1.0, 0.0, 1.0])}, r"non_tensor_batch\['r'\] must have shape \(2,\).*got \(3,\)"),
+    ],
+)
+def test_non_numeric_and_misshaped_scores_raise_naming_the_field(columns, match):
+    mask = torch.ones(2, 3, dtype=torch.int64)
+    with pytest.raises(ValueError, match=match):
+        compute_gdpo_advantage(mask, mask, index=np.array(["a", "a"]), config=algo(gdpo_reward_keys=["r"]),
+                               non_tensor_batch=columns)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "uids, mask, match",
+    [
+        (np.array(["a", "a", "b"]), torch.ones(2, 3), r"uids \(group ids\) must have one entry per response: 3 for "),
+        (np.array(["a", "a"]), torch.ones(2, 3, 1), r"response_mask must be \(bs, T\); got shape \(2, 3, 1\)"),
+    ],
+)
+def test_shape_mismatches_raise_naming_both_shapes(uids, mask, match):
+    from gdpo_verl.core.advantage import gdpo_advantages
+
+    with pytest.raises(ValueError, match=match):
+        gdpo_advantages(torch.ones(2, 1), uids, mask)
+
+
+def test_out_of_range_condition_is_refused():
+    from gdpo_verl.core.advantage import Condition, gdpo_advantages
+
+    with pytest.raises(ValueError, match=r"must name two different rewards in \[0, 2\)"):
+        gdpo_advantages(torch.ones(2, 2), ["a", "a"], torch.ones(2, 1), conditions=[Condition(0, 5, 1.0)])

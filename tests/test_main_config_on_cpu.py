@@ -34,6 +34,23 @@ def test_demo_components_become_estimator_keys_weights_and_conditions():
         (["algorithm.gdpo_final_norm=batch"], r"gdpo_final_norm='batch'.*valid values: token, sequence, none"),
         (["+algorithm.gdpo_reward_keys=[a,b,c]"], r"disagrees with reward.gdpo.components names"),
         (["reward.reward_manager.name=gdpo"], r"needs algorithm.gdpo_reward_keys"),
+        # values that used to pass start-up and break at run time
+        (["+reward.gdpo.components.0.kwargs={nope: 1}"], r"kwargs \['nope'\] are not parameters of .*format_reward"),
+        (["+reward.gdpo.components.0.kwargs={solution_str: x}"], r"kwargs \['solution_str'\] shadow call arguments"),
+        (["reward.gdpo.timeout_s=nan"], r"timeout_s=nan must be a finite number"),
+        (["reward.gdpo.timeout_s=true"], r"timeout_s=True must be a number, not bool"),
+        (["reward.gdpo.timeout_s=0"], r"timeout_s=0 must be a positive number"),
+        (["+reward.gdpo.components.0.key=5"], r"key must be a non-empty string"),
+        (["reward.gdpo.components.0.name=uid"], r"name='uid' collides with a key verl"),
+        (["algorithm.adv_estimator=grpo", "reward.gdpo.components.0.weight=nan"], r"weight=nan must be a finite"),
+        (["reward.gdpo.components.2.condition.threshold=nan"], r"threshold=nan must be a finite number"),
+        (["reward.gdpo.components.2.condition.threshold=abc"], r"threshold='abc' must be a number, not str"),
+        (["+reward.gdpo.components.1.condition={on: brevity, threshold: 1}"], r"conditions form a cycle"),
+        (["algorithm.gdpo_epsilon=-1"], r"gdpo_epsilon=-1 must be a positive number"),
+        (["algorithm.gdpo_reward_weights=[1.0,abc,1.0]"], r"gdpo_reward_weights\[1\]='abc' must be a number"),
+        (["reward.gdpo.components.0.fn=123"], r"fn must be a function name \(a string\); got 123"),
+        (["+reward.gdpo.components.0.kwargs=[1,2]"], r"kwargs must be a mapping of parameter names"),
+        (["reward.gdpo.components.0.cheap=maybe"], r"cheap must be true or false"),
     ],
 )
 def test_bad_config_errors_name_the_bad_value(overrides, match):
@@ -70,6 +87,7 @@ def test_multirun_runs_each_job_in_its_own_directory(tmp_path):
         "algorithm.adv_estimator=grpo,gdpo",
         "seed=3",
         "launch.dry_run=true",
+        "launch.probe_rewards=false",
         "launch.demo=false",
         "actor_rollout_ref.model.path=/tmp/none",
         cwd=tmp_path,
@@ -94,3 +112,37 @@ def test_launch_keys_work_from_yaml_as_well_as_the_command_line(tmp_path):
     assert "Started a local Ray instance" not in out.stdout + out.stderr
     bad = run_main("--config-dir", str(tmp_path), "--config-name", "mine", "launch.device=tpu", cwd=tmp_path)
     assert bad.returncode != 0 and "launch.device='tpu' is unknown; valid values: auto, cpu, gpu" in bad.stderr
+
+
+PROBED = """
+def raises_on_string_truth(solution_str, ground_truth):
+    return float(int(ground_truth + 1) > 0)  # a number was expected: the demo's ground truth is a string
+
+def typo(solution_str, ground_truth):
+    return {"correctness": 1.0, "format": 0.0}
+
+def fine(solution_str, ground_truth):
+    return 1.0
+"""
+
+
+@pytest.mark.parametrize(
+    "fn, match",
+    [
+        ("raises_on_string_truth", r"reward probe: component 'r' .*failed on row 0 .*ground_truth='\d+'.*TypeError"),
+        ("typo", r"lacked on all 4 probed rows; the keys it returned: \['correctness', 'format'\]"),
+    ],
+)
+def test_reward_probe_fails_before_ray_on_the_real_ground_truth(tmp_path, fn, match):
+    from gdpo_verl.main import prepare
+
+    module = tmp_path / "probed.py"
+    module.write_text(PROBED)
+    comps = f"reward.gdpo.components=[{{name: r, path: {module}, fn: {fn}}}]"
+    cfg = compose_cfg("demo", [comps, f"launch.output_dir={tmp_path / 'out'}"])
+    with pytest.raises(ValueError, match=match):
+        prepare(cfg)
+    ok = compose_cfg("demo", [comps.replace(fn, "fine"), f"launch.output_dir={tmp_path / 'out'}"])
+    prepare(ok)  # the same config with a healthy function passes
+    skipped = compose_cfg("demo", [comps, f"launch.output_dir={tmp_path / 'out'}", "launch.probe_rewards=false"])
+    prepare(skipped)  # and the probe can be switched off

@@ -7,6 +7,7 @@ import asyncio
 import math
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,16 +16,20 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
+from gdpo_verl.components import MISSING_PREFIX, NONFINITE_PREFIX
 from gdpo_verl.demo.tokenizer import build_tokenizer
 from gdpo_verl.manager import ERROR_PREFIX, MultiRewardManager, RewardFunctionError
 
 FUNCS = textwrap.dedent(
     """
-    import time
-    CALLS = []
+    import os, sys, time
+
+    def _count(name):  # calls run in worker processes: count them in a file
+        with open(os.path.join(os.path.dirname(__file__), name + ".calls"), "a") as f:
+            f.write("x")
 
     def shared(data_source, solution_str, ground_truth, extra_info=None):
-        CALLS.append(solution_str)
+        _count("shared")
         out = {"format": float(solution_str.startswith("<a>"))}
         if data_source == "math":  # mixed data sources: only math has a correctness entry
             out["correctness"] = float(ground_truth in solution_str)
@@ -39,6 +44,54 @@ FUNCS = textwrap.dedent(
     def slow(solution_str):
         time.sleep(5)
         return 1.0
+
+    def hang(solution_str):
+        while True:
+            pass
+
+    def healthy(solution_str):
+        return 1.0
+
+    def own_timeout(solution_str):
+        raise TimeoutError("the function's own")
+
+    def huge(solution_str):
+        return 10**400
+
+    def two_values(solution_str):
+        import numpy as np
+        return np.array([1.0, 2.0])
+
+    def np_string(solution_str):
+        import numpy as np
+        return np.str_("abc")
+
+    def exits(solution_str):
+        sys.exit(3)
+
+    def interrupt(solution_str):
+        raise KeyboardInterrupt
+
+    def bad_str(solution_str):
+        class Weird(Exception):
+            def __str__(self):
+                raise RuntimeError("no")
+        raise Weird()
+
+    def plus_inf(solution_str):
+        return float("inf")
+
+    def minus_inf(solution_str):
+        return float("-inf")
+
+    def nan(solution_str):
+        return float("nan")
+
+    def a_string(solution_str):
+        return "1.0"
+
+    def typo(solution_str):
+        return {"correctness": 1.0}
     """
 )
 
@@ -53,17 +106,20 @@ def rewards_module(tmp_path, monkeypatch):
     (tmp_path / "mr_rewards.py").write_text(FUNCS)
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("mr_rewards", None)
+    import mr_rewards  # noqa: F401  (so the tests can find the module's folder)
+
     yield "mr_rewards"
     sys.modules.pop("mr_rewards", None)
 
 
-def make_config(components, on_error="raise", timeout_s=30):
-    return OmegaConf.create(
-        {
-            "trainer": {"experiment_name": "t"},
-            "reward": {"gdpo": {"on_error": on_error, "timeout_s": timeout_s, "components": components}},
-        }
-    )
+def make_config(components, on_error="raise", timeout_s=30, processes=2):
+    gdpo = {"on_error": on_error, "timeout_s": timeout_s, "processes": processes, "components": components}
+    return OmegaConf.create({"trainer": {"experiment_name": "t"}, "reward": {"gdpo": gdpo}})
+
+
+def calls(module, name):
+    path = Path(sys.modules[module].__file__).with_name(name + ".calls")
+    return len(path.read_text()) if path.exists() else 0
 
 
 def make_batch(tokenizer, responses, sources, truths, prompt="3+4="):
@@ -115,7 +171,7 @@ def test_components_weights_conditions_and_shared_calls(tokenizer, rewards_modul
     assert math.isnan(infos[2]["correctness"]) and infos[2]["format"] == 0.0
     assert all(set(i) == set(infos[0]) for i in infos)  # every sample carries every key
     assert all(i[ERROR_PREFIX + "correctness"] == 0.0 for i in infos)  # missing is not an error
-    assert len(sys.modules[rewards_module].CALLS) == 3  # format and correctness share one call per sample
+    assert calls(rewards_module, "shared") == 3  # format and correctness share one call per sample
 
 
 def test_failure_raises_with_component_source_and_clipped_response(tokenizer, rewards_module):
@@ -169,3 +225,106 @@ def test_manager_builds_and_scores_inside_a_ray_actor(tmp_path):
         ray.shutdown()
     assert out["reward_score"] == 2.0
     assert out["reward_extra_info"]["format"] == 1.0 and out["reward_extra_info"]["correctness"] == 1.0
+
+
+# --- failures go through on_error (one case each) --------------------------------------------------------------
+FAILURES = {
+    "broken": "RuntimeError: boom",
+    "slow": "timed out after 0.5 s",
+    "own_timeout": "TimeoutError: the function's own",
+    "huge": "does not fit a float",
+    "two_values": "not one number",
+    "np_string": "returned str_",
+    "exits": "SystemExit: 3",
+    "interrupt": "KeyboardInterrupt",
+    "bad_str": "Weird: <unprintable message>",
+    "plus_inf": "returned inf, which is not finite",
+    "minus_inf": "returned -inf, which is not finite",
+    "nan": "returned nan, which is not finite",
+    "a_string": "returned str '1.0'",
+}
+
+
+@pytest.mark.parametrize("fn", sorted(FAILURES))
+def test_every_failure_abstains_under_nan_and_is_counted(tokenizer, rewards_module, fn):
+    components = [
+        {"name": "r", "path": rewards_module, "fn": fn},
+        {"name": "ok", "path": rewards_module, "fn": "healthy"},
+    ]
+    manager = MultiRewardManager(make_config(components, on_error="nan", timeout_s=0.5), tokenizer)
+    try:
+        (out,) = run_all(manager, make_batch(tokenizer, ["<a>7</a>"], ["math"], ["7"]))
+    finally:
+        manager.scorer.close()
+    info = out["reward_extra_info"]
+    assert math.isnan(info["r"]) and info[ERROR_PREFIX + "r"] == 1.0
+    assert info[NONFINITE_PREFIX + "r"] == float(fn in ("plus_inf", "minus_inf", "nan"))
+    assert info["ok"] == 1.0 and info[ERROR_PREFIX + "ok"] == 0.0 and out["reward_score"] == 1.0
+
+
+@pytest.mark.parametrize("fn", sorted(FAILURES))
+def test_every_failure_raises_naming_component_function_source_and_response(tokenizer, rewards_module, fn):
+    components = [{"name": "r", "path": rewards_module, "fn": fn}]
+    manager = MultiRewardManager(make_config(components, timeout_s=0.5), tokenizer)
+    try:
+        with pytest.raises(RewardFunctionError) as caught:
+            run_all(manager, make_batch(tokenizer, ["<a>7</a>"], ["math"], ["7"]))
+    finally:
+        manager.scorer.close()
+    message = str(caught.value)
+    assert f"'r' ({rewards_module}:{fn})" in message and "data_source='math'" in message and "<a>7</a>" in message
+    assert FAILURES[fn] in message
+
+
+def test_a_hung_component_is_killed_and_never_starves_a_healthy_one(tokenizer, rewards_module):
+    # One component loops forever on every sample. Each call is stopped at its time-out (its worker process is
+    # killed), the healthy component scores every sample, and no sample waits much longer than the time-out.
+    components = [
+        {"name": "h", "path": rewards_module, "fn": "hang"},
+        {"name": "ok", "path": rewards_module, "fn": "healthy"},
+    ]
+    manager = MultiRewardManager(make_config(components, on_error="nan", timeout_s=0.5, processes=2), tokenizer)
+    data = make_batch(tokenizer, ["<a>7</a>"] * 10, ["math"] * 10, ["7"] * 10)
+
+    async def all_samples():
+        async def one(i):
+            start = time.monotonic()
+            out = await manager.run_single(data[i : i + 1])
+            return out, time.monotonic() - start
+
+        return await asyncio.gather(*(one(i) for i in range(len(data))))
+
+    try:
+        start = time.monotonic()
+        results = asyncio.run(all_samples())
+        total = time.monotonic() - start
+    finally:
+        manager.scorer.close()
+    assert all(out["reward_extra_info"]["ok"] == 1.0 for out, _ in results)  # never marked as an error
+    assert all(out["reward_extra_info"][ERROR_PREFIX + "h"] == 1.0 for out, _ in results)
+    # 10 hung calls on 2 processes, 0.5 s each: about 2.5 s plus worker restarts; threads would never finish
+    assert total < 20, total
+
+
+def test_a_key_missing_from_a_dict_is_an_abstention_flagged_as_missing(tokenizer, rewards_module):
+    components = [{"name": "correct", "path": rewards_module, "fn": "typo"}]
+    manager = MultiRewardManager(make_config(components), tokenizer)  # on_error=raise: still no failure
+    try:
+        (out,) = run_all(manager, make_batch(tokenizer, ["<a>7</a>"], ["math"], ["7"]))
+    finally:
+        manager.scorer.close()
+    info = out["reward_extra_info"]
+    assert (
+        math.isnan(info["correct"]) and info[MISSING_PREFIX + "correct"] == 1.0 and info[ERROR_PREFIX + "correct"] == 0
+    )
+
+
+def test_cheap_components_run_in_threads_with_the_same_outcomes(tokenizer, rewards_module):
+    components = [
+        {"name": "format", "path": rewards_module, "fn": "shared", "cheap": True},
+        {"name": "bad", "path": rewards_module, "fn": "plus_inf", "cheap": True},
+    ]
+    manager = MultiRewardManager(make_config(components, on_error="nan"), tokenizer)
+    (out,) = run_all(manager, make_batch(tokenizer, ["<a>7</a>"], ["math"], ["7"]))
+    assert manager.scorer.caller._pool is None  # no process pool was started
+    assert out["reward_extra_info"]["format"] == 1.0 and out["reward_extra_info"][NONFINITE_PREFIX + "bad"] == 1.0

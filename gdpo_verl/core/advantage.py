@@ -24,6 +24,7 @@ final statistics. No Python loop runs over samples or groups.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,8 @@ from gdpo_verl.core.choices import check_choice
 
 FINAL_NORMS = ("token", "sequence", "none")
 WHITEN_EPS = 1e-8  # verl's masked_whiten constant
+HUGE = 1e100  # rewards beyond this magnitude are rescaled before the group statistics (see group_normalize)
+F32_MAX = torch.finfo(torch.float32).max
 
 
 @dataclass(frozen=True)
@@ -111,8 +114,13 @@ def group_normalize(
     with one ``index_add_`` per moment over all rewards at once (group-major layout ``g * K + k``).
     """
     bs, k = scores.shape
-    valid = ~torch.isnan(scores)
-    x = torch.where(valid, scores.to(torch.float64), 0.0)
+    scores = scores.to(torch.float64)
+    valid = torch.isfinite(scores)  # NaN and +-inf abstain
+    x = torch.where(valid, scores, 0.0)
+    # A reward whose values reach beyond +-HUGE is rescaled (per reward, over the batch) so that no second moment
+    # overflows float64; below that (every real reward) nothing is rescaled and the result is verl's exactly.
+    scale = x.abs().amax(dim=0, keepdim=True) if bs else torch.ones(1, k, dtype=torch.float64)
+    x = torch.where(scale > HUGE, x / scale, x)
     flat = (group.unsqueeze(1) * k + torch.arange(k, device=group.device)).reshape(-1)  # (bs*K,)
 
     def per_group(values: torch.Tensor) -> torch.Tensor:  # (bs, K) -> (num_groups, K)
@@ -166,6 +174,7 @@ def final_normalize(
         else:
             scaled = (adv - mean) / (var.sqrt() + epsilon)
         value = torch.where(counted & (n >= 2), scaled, 0.0)
+    value = torch.nan_to_num(value, nan=0.0, posinf=F32_MAX, neginf=-F32_MAX).clamp(-F32_MAX, F32_MAX)
     return out.mul_(value.to(torch.float32).unsqueeze(-1))
 
 
@@ -174,6 +183,25 @@ def weight_vector(weights: Sequence[float] | torch.Tensor | None, scores: torch.
     if weights is None:
         return torch.ones(scores.shape[1], dtype=torch.float64, device=scores.device)
     return torch.as_tensor(weights, dtype=torch.float64, device=scores.device)
+
+
+def check_shapes(scores, uids, response_mask, conditions=(), offset=None) -> None:
+    """ValueError naming the tensor and both shapes when the inputs do not fit together."""
+    if response_mask.dim() != 2:
+        raise ValueError(f"response_mask must be (bs, T); got shape {tuple(response_mask.shape)}")
+    bs = response_mask.shape[0]
+    if scores.dim() != 2 or scores.shape[0] != bs:
+        raise ValueError(f"scores must be (bs, K) with bs={bs} (response_mask {tuple(response_mask.shape)}); "
+                         f"got shape {tuple(scores.shape)}")  # fmt: skip
+    if len(uids) != bs:
+        raise ValueError(f"uids (group ids) must have one entry per response: {len(uids)} for response_mask "
+                         f"{tuple(response_mask.shape)}")  # fmt: skip
+    if offset is not None and tuple(offset.shape) != (bs,):
+        raise ValueError(f"offset must be (bs,)=({bs},); got shape {tuple(offset.shape)}")
+    k = scores.shape[1]
+    for c in conditions:
+        if not (0 <= c.target < k and 0 <= c.on < k) or c.target == c.on or not math.isfinite(c.threshold):
+            raise ValueError(f"condition {c} must name two different rewards in [0, {k}) and a finite threshold")
 
 
 def gdpo_advantages(
@@ -193,14 +221,17 @@ def gdpo_advantages(
     estimator's KL-in-reward penalty). Returns (bs, T) float32 advantages (zero on padding).
     """
     check_final_norm(final_norm)
-    if scores.dim() != 2 or scores.shape[0] != response_mask.shape[0]:
-        raise ValueError(f"scores must be (bs, K) with bs={response_mask.shape[0]}; got {tuple(scores.shape)}")
+    check_shapes(scores, uids, response_mask, conditions, offset)
     group, num_groups = group_index(uids, device=scores.device)
-    scores = apply_conditions(scores, conditions)
+    scores = scores.to(torch.float64)
+    scores = apply_conditions(torch.where(torch.isfinite(scores), scores, torch.nan), conditions)
     adv_k = group_normalize(scores, group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)
-    adv = adv_k @ weight_vector(weights, scores)  # (bs,)
+    w = weight_vector(weights, scores)
+    if w.shape != (scores.shape[1],) or not torch.isfinite(w).all():
+        raise ValueError(f"weights must be {scores.shape[1]} finite numbers, one per reward; got {w.tolist()}")
+    adv = adv_k @ w  # (bs,)
     if offset is not None:
-        adv = adv + offset.to(torch.float64)
+        adv = adv + torch.nan_to_num(offset.to(torch.float64), nan=0.0, posinf=0.0, neginf=0.0)
     present = ~torch.isnan(scores).all(dim=1)
     return final_normalize(adv, response_mask, final_norm, include=present, epsilon=epsilon)
 

@@ -8,6 +8,7 @@ through verl's tracking
     gdpo/<name>/zero_var_group_frac      fraction of groups (>= 2 values) where it has zero variance
     gdpo/<name>/contribution             mean |w_k * A_k| over samples (its share of the summed advantage)
     gdpo/<name>/errors                   reward-function failures counted under on_error=nan
+    gdpo/<name>/nonfinite                non-finite values (returned inf/NaN, or +-inf in the batch): abstained
     gdpo/source/<data_source>/<name>/mean
     gdpo/collapse/distinct_gdpo          distinct per-response advantages (rounded to 1e-4) under GDPO ...
     gdpo/collapse/distinct_grpo          ... and under GRPO on the same rewards (sum first), same batch
@@ -38,9 +39,12 @@ def step_metrics(
     epsilon: float = 1e-6,
     data_source=None,
     errors: dict[str, np.ndarray] | None = None,
+    nonfinite: dict[str, np.ndarray] | None = None,
 ) -> dict[str, float]:
     """scores: (bs, K) raw (after conditions), NaN = missing; uids: (bs,); data_source: (bs,) or None."""
     scores = scores.to(torch.float64).cpu()
+    infinite = torch.isinf(scores)
+    scores = torch.where(infinite, torch.nan, scores)  # non-finite values abstain, as in the estimator
     valid = ~torch.isnan(scores)
     group, n = group_index(uids)
     adv_k = group_normalize(scores, group, n, norm_by_std=norm_by_std, epsilon=epsilon)
@@ -61,6 +65,8 @@ def step_metrics(
         out[f"gdpo/{name}/contribution"] = (w[k] * adv_k[:, k]).abs().mean().item()
         if errors is not None and name in errors:
             out[f"gdpo/{name}/errors"] = float(np.nansum(np.asarray(errors[name], dtype=np.float64)))
+        flagged = np.nansum(np.asarray(nonfinite[name], dtype=np.float64)) if nonfinite and name in nonfinite else 0.0
+        out[f"gdpo/{name}/nonfinite"] = float(flagged) + float(infinite[:, k].sum())
     if data_source is not None:
         labels = np.asarray(data_source, dtype=object).astype(str)
         codes, num_sources = group_index(labels)
