@@ -4,8 +4,11 @@ verl reads parquet rows with ``data_source`` (str), ``prompt`` (a chat: list of 
 (str), ``reward_model`` ({style: "rule", ground_truth: str}) and ``extra_info`` (here {split, index}). Every
 script here writes exactly that schema (``SCHEMA``), so the output does not depend on type inference.
 
-Bad input: each script validates every record, counts malformed ones by reason and prints the counts; it
-fails (exit status 2, nothing written) unless ``--skip-bad`` is given, which drops them. Output is written
+Bad input: each script validates every record, counts malformed ones by reason and prints the counts with the
+first few records of each reason (file and record index, or jsonl line); it fails (exit status 2, nothing written)
+unless ``--skip-bad`` is given, which drops them. A file that cannot be read, a split left empty, and a failed
+download each end the script with one line naming the file (or dataset) and the fix. Nothing is downloaded unless
+a split's local file is left out; give all of a task's files, or none. Output is written
 to a temporary file in the target directory and moved into place with ``os.replace``, so a reader never sees
 a half-written file; the same input gives byte-identical output on every run.
 This module is a library; run a task's script instead (see ``data_prep/__init__.py``).
@@ -84,11 +87,27 @@ def load_records(local: Path | None, *hf_dataset: str, split: str) -> list[Any]:
     if local is not None:
         try:
             return read_records(local)
-        except (OSError, json.JSONDecodeError) as e:
-            raise SystemExit(f"{local}: cannot read: {e}") from None
-    import datasets  # imported here: only the download path needs it
+        except (OSError, ValueError, pa.ArrowException) as e:  # missing, truncated, not UTF-8, not JSON, ...
+            raise SystemExit(f"{local}: cannot read: {type(e).__name__}: {e}") from None
+    try:
+        import datasets  # imported here: only the download path needs it
 
-    return list(datasets.load_dataset(*hf_dataset, split=split))
+        return list(datasets.load_dataset(*hf_dataset, split=split))
+    except Exception as e:  # offline, unknown dataset, ...
+        message = str(e).splitlines()[0] if str(e) else ""
+        raise SystemExit(
+            f"cannot download {'/'.join(hf_dataset)} ({split}): {type(e).__name__}: {message}; "
+            "give local files instead (see --help)"
+        ) from None
+
+
+def all_or_none(args, *options: str) -> None:
+    """Exit naming the options left out when only some of a task's local files are given (no silent download)."""
+    given = [o for o in options if getattr(args, o) is not None]
+    if given and len(given) != len(options):
+        missing = ", ".join("--" + o.replace("_", "-") for o in options if o not in given)
+        raise SystemExit(f"{', '.join('--' + o.replace('_', '-') for o in given)} given without {missing}: give all "
+                         "of them (local data), or none (download from the Hugging Face hub)")  # fmt: skip
 
 
 def require_text(record: Any, key: str, allow_empty: bool = False) -> str:
@@ -116,38 +135,72 @@ def verl_row(
     }
 
 
-def convert(records: Iterable[Any], to_row: Callable[[Any, int], dict], bad: Counter) -> list[dict]:
-    """Rows of the valid records (``to_row(record, index)``, index counting valid rows); reasons into ``bad``."""
+EXAMPLES = 3  # records named per reason
+
+
+class BadRecords(Counter):
+    """Counts of malformed records by reason, with the first ``EXAMPLES`` places of each (``where``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.where: dict[str, list[str]] = {}
+
+    def add(self, reason: str, where: str) -> None:
+        self[reason] += 1
+        places = self.where.setdefault(reason, [])
+        if len(places) < EXAMPLES:
+            places.append(where)
+
+
+def convert(
+    records: Iterable[Any], to_row: Callable[[Any, int], dict | None], bad: BadRecords, source: str = ""
+) -> list[dict]:
+    """Rows of the valid records (``to_row(record, index)``, index counting valid rows; a ``None`` row is a record
+    the task does not use, left out without counting it as bad); reasons into ``bad``, named by record index."""
     rows: list[dict] = []
-    for record in records:
+    for i, record in enumerate(records):
         try:
             if isinstance(record, BadRecord):
                 raise record
-            rows.append(to_row(record, len(rows)))
+            row = to_row(record, len(rows))
+            if row is not None:
+                rows.append(row)
         except BadRecord as e:
-            bad[str(e)] += 1
+            bad.add(str(e), f"{source} record {i}".strip())
     return rows
 
 
-def report(task: str, total: int, bad: Counter, skip_bad: bool, splits: dict[str, list]) -> None:
-    """Print what was read and kept; exit with status 2 (nothing written) on bad records without --skip-bad."""
+def report(task: str, total: int, bad: BadRecords, skip_bad: bool, splits: dict[str, list]) -> None:
+    """Print what was read and kept; exit with status 2 (nothing written) on bad records without --skip-bad, or
+    when a split has no usable record."""
     n_bad = sum(bad.values())
     print(f"{task}: {total} records read, {n_bad} malformed")
     for reason, count in bad.most_common():
-        print(f"  {count:6d}  {reason}")
+        print(f"  {count:6d}  {reason}  (e.g. {', '.join(bad.where.get(reason, []))})")
     if n_bad and not skip_bad:
         print(f"{task}: refusing to write with malformed records; fix the input or pass --skip-bad", file=sys.stderr)
+        raise SystemExit(2)
+    empty = [name for name, rows in splits.items() if not rows]
+    if empty:
+        print(f"{task}: no usable records in split {', '.join(empty)}; nothing written", file=sys.stderr)
         raise SystemExit(2)
     print(f"{task}: " + ", ".join(f"{name} {len(rows)}" for name, rows in splits.items()))
 
 
 def convert_report_write(
-    task: str, raw: dict[str, list], to_row: Callable[[str], Callable[[Any, int], dict]], args, total: int | None = None
+    task: str,
+    raw: dict[str, list],
+    to_row: Callable[[str], Callable[[Any, int], dict]],
+    args,
+    total: int | None = None,
+    sources: dict[str, str] | None = None,
 ) -> int:
-    """The tail of every data-prep ``main``: convert each split, report (exit 2 on bad rows unless --skip-bad),
-    write. ``total`` is the number of records read (default: all records in ``raw``). Returns 0."""
-    bad: Counter = Counter()
-    splits = {split: convert(records, to_row(split), bad) for split, records in raw.items()}
+    """The tail of every data-prep ``main``: convert each split, report (exit 2 on bad rows unless --skip-bad, or
+    on an empty split), write. ``total`` is the number of records read (default: all records in ``raw``);
+    ``sources`` names each split's input in the messages (default: the split's name). Returns 0."""
+    bad = BadRecords()
+    sources = sources or {}
+    splits = {split: convert(records, to_row(split), bad, sources.get(split, split)) for split, records in raw.items()}
     report(task, sum(map(len, raw.values())) if total is None else total, bad, args.skip_bad, splits)
     write_splits(args.out, splits)
     return 0

@@ -16,11 +16,20 @@ fails unless ``--skip-bad`` drops them. Run from the repository root:
 
 from __future__ import annotations
 
+import math
 import numbers
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import BadRecord, arg_parser, convert_report_write, load_records, require_text, verl_row
+from data_prep.common import (
+    BadRecord,
+    all_or_none,
+    arg_parser,
+    convert_report_write,
+    load_records,
+    require_text,
+    verl_row,
+)
 
 TASK = "deepscaler"
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
@@ -30,11 +39,26 @@ SOURCES = {  # split -> (data_source, Hugging Face dataset, its split)
 }
 
 
+NOT_ANSWERS = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "true", "false"}
+
+
 def answer_text(record: Any) -> str:
-    """The answer as a string (AIME answers may be stored as numbers)."""
-    if isinstance(record, dict) and isinstance(record.get("answer"), numbers.Number):
-        return str(record["answer"])
-    return require_text(record, "answer").strip()
+    """The answer as a string (AIME answers may be stored as numbers); a math answer must be finite.
+
+    >>> answer_text({"answer": 42}), answer_text({"answer": " \\frac{1}{2} "})
+    ('42', '\\frac{1}{2}')
+    """
+    value = record.get("answer") if isinstance(record, dict) else None
+    if isinstance(value, bool):
+        raise BadRecord("field 'answer' is a boolean, not a math answer")
+    if isinstance(value, numbers.Number):
+        if not math.isfinite(value):
+            raise BadRecord("field 'answer' is not a finite number")
+        return str(value)
+    text = require_text(record, "answer").strip()
+    if text.lower() in NOT_ANSWERS:
+        raise BadRecord(f"field 'answer' is {text!r}, not a finite math answer")
+    return text
 
 
 def to_row(split: str):
@@ -62,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-file", type=Path, help="local DeepScaleR records (default: download)")
     parser.add_argument("--test-file", type=Path, help="local AIME 2024 records (default: download)")
     args = parser.parse_args(argv)
+    all_or_none(args, "train_file", "test_file")
     raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in SOURCES}
-    return convert_report_write(TASK, raw, to_row, args)
+    sources = {split: str(getattr(args, f"{split}_file") or SOURCES[split][1]) for split in raw}
+    return convert_report_write(TASK, raw, to_row, args, sources=sources)
 
 
 if __name__ == "__main__":

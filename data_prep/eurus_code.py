@@ -20,7 +20,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import BadRecord, arg_parser, convert_report_write, load_records, require_text, verl_row
+from data_prep.common import (
+    BadRecord,
+    all_or_none,
+    arg_parser,
+    convert_report_write,
+    load_records,
+    require_text,
+    verl_row,
+)
 from gdpo_verl.rewards.code_tests import parse_tests
 
 TASK = "code"
@@ -47,10 +55,9 @@ def chat(record: dict) -> list[dict[str, str]]:
 def to_row(split: str):
     """The record -> row function of one split (code records only)."""
 
-    def convert_record(item: tuple[int, Any], index: int) -> dict:
-        position, record = item  # position: the record's index in its source file
-        if isinstance(record, BadRecord):
-            raise record
+    def convert_record(record: Any, index: int) -> dict | None:
+        if not is_code(record):
+            return None  # the other tasks of the mix: not used here, not malformed
         data_source = require_text(record, "data_source")
         reward_model = record.get("reward_model")
         ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
@@ -60,7 +67,7 @@ def to_row(split: str):
             parse_tests(ground_truth)
         except (ValueError, TypeError, RecursionError) as e:
             if "call-based" in str(e):
-                raise BadRecord(f"record {position}: {e}") from None
+                raise BadRecord(str(e)) from None
             raise BadRecord(f"test cases are malformed ({type(e).__name__})") from None
         return verl_row(data_source, chat(record), "code", ground_truth, split, index)
 
@@ -77,10 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-file", type=Path, help="local Eurus-2-RL-Data train.parquet (default: download)")
     parser.add_argument("--test-file", type=Path, help="local Eurus-2-RL-Data validation.parquet (default: download)")
     args = parser.parse_args(argv)
+    all_or_none(args, "train_file", "test_file")
     raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in HF_SPLITS}
-    code = {split: [(i, r) for i, r in enumerate(records) if is_code(r)] for split, records in raw.items()}
-    print(f"{TASK}: {sum(map(len, raw.values())) - sum(map(len, code.values()))} non-code records skipped")
-    return convert_report_write(TASK, code, to_row, args, total=sum(map(len, raw.values())))
+    skipped = sum(1 for records in raw.values() for r in records if not is_code(r))
+    print(f"{TASK}: {skipped} non-code records skipped")
+    sources = {split: str(getattr(args, f"{split}_file") or HF_DATASET) for split in HF_SPLITS}
+    return convert_report_write(TASK, raw, to_row, args, sources=sources)
 
 
 if __name__ == "__main__":

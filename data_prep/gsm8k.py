@@ -19,7 +19,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from data_prep.common import BadRecord, arg_parser, convert_report_write, load_records, require_text, verl_row
+from data_prep.common import (
+    BadRecord,
+    all_or_none,
+    arg_parser,
+    convert_report_write,
+    load_records,
+    require_text,
+    verl_row,
+)
 from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT
 
 TASK = "gsm8k"
@@ -54,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-file", type=Path, help="local GSM8K train split (default: download)")
     parser.add_argument("--test-file", type=Path, help="local GSM8K test split (default: download)")
     args = parser.parse_args(argv)
+    all_or_none(args, "train_file", "test_file")
     raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in ("train", "test")}
-    return convert_report_write(TASK, raw, to_row, args)
+    sources = {split: str(getattr(args, f"{split}_file") or HF_DATASET[0]) for split in raw}
+    return convert_report_write(TASK, raw, to_row, args, sources=sources)
 
 
 if __name__ == "__main__":

@@ -16,13 +16,12 @@ with a string ``name`` and an object ``parameters``) are counted by reason; the 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from data_prep.common import BadRecord, arg_parser, convert_report_write, read_records, require_text, verl_row
+from data_prep.common import BadRecord, arg_parser, convert_report_write, load_records, require_text, verl_row
 from gdpo_verl.rewards.toolcall import ground_truth_calls
 
 TASK = "toolcall"
@@ -64,12 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = arg_parser(__doc__.splitlines()[0], TASK)
     parser.add_argument("raw", type=Path, help="the raw ToolRL file (rlla_rl.json)")
     args = parser.parse_args(argv)
-    try:
-        records = read_records(args.raw)
-    except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(f"{args.raw}: cannot read: {e}") from None
-    train_records, test_records = shuffle_split(records)
-    return convert_report_write(TASK, {"train": train_records, "test": test_records}, to_row, args)
+    train_records, test_records = shuffle_split(load_records(args.raw, split="train"))
+    sources = {"train": f"{args.raw} (shuffled train part)", "test": f"{args.raw} (shuffled test part)"}
+    return convert_report_write(TASK, {"train": train_records, "test": test_records}, to_row, args, sources=sources)
 
 
 if __name__ == "__main__":

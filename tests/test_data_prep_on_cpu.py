@@ -6,8 +6,10 @@ python -m pytest tests/test_data_prep_on_cpu.py
 """
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -119,7 +121,7 @@ def test_write_is_atomic(tmp_path, monkeypatch):
 
 
 def test_cli_exit_status(tmp_path):
-    raw = write_json(tmp_path / "rlla.json", [tool_record(1), {"instruction": "x"}])
+    raw = write_json(tmp_path / "rlla.json", [*map(tool_record, range(1, 5)), {"instruction": "x"}])
     argv = [sys.executable, "-m", "data_prep.toolcall", str(raw), "--out", str(tmp_path / "out")]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--skip-bad" in done.stderr
@@ -209,8 +211,8 @@ def test_eurus_code_keeps_valid_code_rows(tmp_path, capsys):
     eurus_code.main(argv)
     printed = capsys.readouterr().out
     assert "1 non-code records skipped" in printed and "7 records read, 4 malformed" in printed
-    assert "record 4: call-based test 0 is not JSON (JSONDecodeError)" in printed
-    assert "record 5: call-based test 0 is not JSON (RecursionError)" in printed
+    assert f"call-based test 0 is not JSON (JSONDecodeError)  (e.g. {train} record 4)" in printed
+    assert f"call-based test 0 is not JSON (RecursionError)  (e.g. {train} record 5)" in printed
     (row,) = rows(tmp_path / "out" / "train.parquet")
     assert row["ability"] == "code" and row["reward_model"]["ground_truth"] == tests
     assert row["prompt"][0] == {"role": "system", "content": "Write Python."}
@@ -242,3 +244,73 @@ def test_every_output_loads_with_verls_dataset(tmp_path):
         assert isinstance(item["reward_model"]["ground_truth"], str) and item["data_source"]
         batch = collate_fn([dataset[i] for i in range(len(dataset))])
         assert len(batch["data_source"]) == len(dataset)
+
+
+# --- hostile inputs: one line naming the file and records, never a traceback, never a silent download ----------
+def run_prep(module, *args, cwd=ROOT):
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", f"data_prep.{module}", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+
+
+def gsm8k_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_empty_input_is_an_error_and_writes_nothing(tmp_path):
+    train, test = gsm8k_jsonl(tmp_path / "train.jsonl", []), gsm8k_jsonl(tmp_path / "test.jsonl", [])
+    done = run_prep("gsm8k", "--train-file", train, "--test-file", test, "--out", tmp_path / "out")
+    assert done.returncode == 2 and "no usable records in split train, test" in done.stderr
+    assert not (tmp_path / "out").exists() and "Traceback" not in done.stderr
+
+
+def test_truncated_parquet_and_non_utf8_json_are_one_line_errors(tmp_path):
+    good = gsm8k_jsonl(tmp_path / "ok.jsonl", [{"question": "q", "answer": "x #### 1"}])
+    parquet = tmp_path / "train.parquet"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"question": ["q"] * 100, "answer": ["#### 1"] * 100}), parquet)
+    parquet.write_bytes(parquet.read_bytes()[:-40])  # truncated
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes('{"question": "caf\xe9", "answer": "#### 1"}\n'.encode("latin-1"))
+    for bad in (parquet, latin):
+        done = run_prep("gsm8k", "--train-file", bad, "--test-file", good, "--out", tmp_path / "out")
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert f"{bad}: cannot read:" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_one_local_file_without_the_other_never_downloads(tmp_path):
+    good = gsm8k_jsonl(tmp_path / "ok.jsonl", [{"question": "q", "answer": "x #### 1"}])
+    start = time.monotonic()
+    done = run_prep("gsm8k", "--train-file", good, "--out", tmp_path / "out")
+    assert done.returncode != 0 and "--train-file given without --test-file" in done.stderr
+    assert time.monotonic() - start < 30 and "Traceback" not in done.stderr
+
+
+def test_offline_download_is_a_one_line_message(tmp_path):
+    done = run_prep("gsm8k", "--out", tmp_path / "out")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith("cannot download openai/gsm8k/main (train)") and "local files" in done.stderr
+
+
+def test_bad_records_are_named_by_file_and_index(tmp_path):
+    records = [{"question": "q", "answer": "x #### 1"}, {"question": "q"}, {"question": "q", "answer": "no hashes"},
+               {"question": "q"}]  # fmt: skip
+    train = gsm8k_jsonl(tmp_path / "train.jsonl", records)
+    test = gsm8k_jsonl(tmp_path / "test.jsonl", records[:1])
+    done = run_prep("gsm8k", "--train-file", train, "--test-file", test, "--out", tmp_path / "out")
+    assert done.returncode == 2
+    assert f"field 'answer' is missing, not a string  (e.g. {train} record 1, {train} record 3)" in done.stdout
+    assert f"answer has no '####' line  (e.g. {train} record 2)" in done.stdout
+
+
+@pytest.mark.parametrize("answer", ["NaN", "Infinity", "true", "-inf", float("nan"), float("inf"), True])
+def test_math_answers_must_be_finite(answer):
+    from data_prep.common import BadRecord
+    from data_prep.deepscaler import answer_text
+
+    with pytest.raises(BadRecord, match="answer"):
+        answer_text({"problem": "p", "answer": answer})
+    assert answer_text({"answer": 7}) == "7" and answer_text({"answer": "\\frac{1}{2}"}) == "\\frac{1}{2}"

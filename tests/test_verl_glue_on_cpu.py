@@ -177,3 +177,27 @@ def test_every_registered_v1_trainer_mode_carries_the_mixin_once():
         cls = get_trainer_cls(mode)
         assert cls.__mro__.count(GDPOAdvantageMixin) == 1 and issubclass(cls, GDPOAdvantageMixin)
         assert sum(1 for c in cls.__mro__ if getattr(c, "__dict__", {}).get("_gdpo_verl_wrapped")) == 1
+
+
+def test_a_key_missing_from_every_sample_is_a_configuration_error_and_some_is_an_abstention():
+    from gdpo_verl.components import MISSING_PREFIX
+
+    data = legacy_data(torch.ones(4, 3, dtype=torch.int64))
+    columns = dict(data.non_tensor_batch)
+    columns[MISSING_PREFIX + "correctness"] = np.array([0.0, 0.0, 0.0, 1.0])  # sample 3's source has no such key
+    assert "gdpo/correctness/mean" in reward_metrics(columns, UIDS, algo())
+    columns[MISSING_PREFIX + "correctness"] = np.ones(4)
+    with pytest.raises(ValueError, match=r"'correctness'.*lacked the key on all 4 samples of this batch"):
+        reward_metrics(columns, UIDS, algo())
+
+
+def test_non_finite_values_are_counted_and_left_out_of_the_statistics():
+    from gdpo_verl.components import NONFINITE_PREFIX
+
+    data = legacy_data(torch.ones(4, 3, dtype=torch.int64))
+    columns = dict(data.non_tensor_batch)
+    columns["format"] = np.array([1.0, np.inf, 1.0, 0.0], dtype=object)  # an upstream-style column with inf
+    columns[NONFINITE_PREFIX + "format"] = np.array([0.0, 0.0, 1.0, 0.0])  # the manager flagged one more
+    metrics = reward_metrics(columns, UIDS, algo())
+    assert metrics["gdpo/format/nonfinite"] == 2.0
+    assert metrics["gdpo/format/max"] == 1.0 and metrics["gdpo/format/missing_frac"] == 0.25

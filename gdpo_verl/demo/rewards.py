@@ -21,13 +21,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gdpo_verl.rewards.inputs import text_inputs
+
 ANSWER_OPEN = "<a>"
 ANSWER_CLOSE = "</a>"
 BRIEF_MAX_CHARS = 10  # "<a>18</a>" (the longest concise answer) has 9; "3+4=7 <a>7</a>" has 14
 REWARD_KEYS = ("format", "correctness", "brevity")
 
 _FORMAT_RE = re.compile(r"[^<>]*<a>-?\d+</a>", re.DOTALL)
-_ANSWER_RE = re.compile(r"<a>(.*?)</a>", re.DOTALL)
 
 
 def extract_answer(solution_str: str) -> str | None:
@@ -38,10 +39,16 @@ def extract_answer(solution_str: str) -> str | None:
     >>> extract_answer("<a>1</a><a>2</a>"), extract_answer("<a>7"), extract_answer("")
     ('2', None, None)
     """
-    matches = _ANSWER_RE.findall(str(solution_str))
-    return matches[-1].strip() if matches else None
+    text, last, position = str(solution_str), None, 0
+    while True:  # the non-overlapping <a>...</a> pairs from the left, as re.findall would take them: linear time
+        start = text.find(ANSWER_OPEN, position)
+        end = text.find(ANSWER_CLOSE, start + len(ANSWER_OPEN)) if start >= 0 else -1
+        if end < 0:
+            return last
+        last, position = text[start + len(ANSWER_OPEN) : end].strip(), end + len(ANSWER_CLOSE)
 
 
+@text_inputs
 def format_reward(solution_str: str, ground_truth: Any = None) -> float:
     """1.0 when the stripped response is free text without ``<``/``>`` followed by one ``<a>N</a>``, else 0.0.
 
@@ -57,6 +64,7 @@ def format_reward(solution_str: str, ground_truth: Any = None) -> float:
     return 1.0 if _FORMAT_RE.fullmatch(str(solution_str).strip()) else 0.0
 
 
+@text_inputs
 def correctness_reward(solution_str: str, ground_truth: Any) -> float:
     """1.0 when the last ``<a>...</a>`` holds ``ground_truth`` (compared as stripped strings), else 0.0.
 
@@ -69,6 +77,7 @@ def correctness_reward(solution_str: str, ground_truth: Any) -> float:
     return 1.0 if answer is not None and answer == str(ground_truth).strip() else 0.0
 
 
+@text_inputs
 def brevity_reward(solution_str: str, ground_truth: Any = None, max_chars: int = BRIEF_MAX_CHARS) -> float:
     """1.0 when the stripped response has at most ``max_chars`` characters, else 0.0.
 
@@ -83,6 +92,7 @@ def brevity_reward(solution_str: str, ground_truth: Any = None, max_chars: int =
     return 1.0 if len(str(solution_str).strip()) <= max_chars else 0.0
 
 
+@text_inputs
 def compute_score(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, **kwargs: Any
 ) -> dict[str, float]:

@@ -41,6 +41,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, NamedTuple
 
+from gdpo_verl.rewards.inputs import as_text
 from gdpo_verl.rewards.sandbox import Limits, run_tests
 
 REWARD_KEYS = ("pass_rate", "bug_free")
@@ -275,7 +276,7 @@ def evaluate(
     ``max_tests`` tests at most, each with ``cpu_s`` CPU seconds, ``wall_s`` wall seconds and ``memory_mb`` of
     address space; ``budget_s`` bounds them all (tests it leaves no time for count as time-outs, i.e. bugs).
     """
-    code = extract_code(solution_str)
+    code = extract_code(as_text(solution_str))
     tests_key = ground_truth if isinstance(ground_truth, str) else json.dumps(ground_truth, sort_keys=True)
     parse_tests(tests_key)  # malformed ground truth is a data error even when the response has no program
     if code is None:

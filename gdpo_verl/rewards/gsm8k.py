@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gdpo_verl.rewards.inputs import text_inputs
+
 REWARD_KEYS = ("correctness", "integer", "format")
 
 SYSTEM_PROMPT = """
@@ -63,6 +65,7 @@ def ground_truth_answer(ground_truth: str) -> str:
     return ground_truth.split("####")[1].strip() if "####" in ground_truth else ground_truth.strip()
 
 
+@text_inputs
 def correctness_reward(solution_str: str, ground_truth: str) -> float:
     """1.0 when the extracted answer equals the ground-truth number as a string.
 
@@ -74,6 +77,7 @@ def correctness_reward(solution_str: str, ground_truth: str) -> float:
     return 1.0 if extract_answer(solution_str) == ground_truth_answer(ground_truth) else 0.0
 
 
+@text_inputs
 def integer_reward(solution_str: str, ground_truth: str) -> float:
     """1.0 when the extracted answer is all digits (no sign, no decimal point).
 
@@ -83,6 +87,7 @@ def integer_reward(solution_str: str, ground_truth: str) -> float:
     return 1.0 if extract_answer(solution_str).isdigit() else 0.0
 
 
+@text_inputs
 def format_reward(solution_str: str, ground_truth: str) -> float:
     """1.0 for ``<think>...</think>\\n<answer>...</answer>`` with one answer tag pair, else 0.0.
 
@@ -96,6 +101,7 @@ def format_reward(solution_str: str, ground_truth: str) -> float:
     return 1.0 if _FORMAT_RE.match(solution_str) else 0.0
 
 
+@text_inputs
 def compute_score(
     data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None, **kwargs: Any
 ) -> dict[str, float]:

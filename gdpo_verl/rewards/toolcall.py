@@ -32,6 +32,8 @@ import re
 from collections import Counter
 from typing import Any
 
+from gdpo_verl.rewards.inputs import text_inputs
+
 REWARD_KEYS = ("format", "correctness")
 MAX_CORRECTNESS, MIN_CORRECTNESS = 3.0, -3.0
 
@@ -60,6 +62,7 @@ def _assistant_text(solution_str: str) -> str:
     return solution_str.strip()
 
 
+@text_inputs
 def format_reward(solution_str: str, ground_truth: str) -> float:
     """1.0 when the response has the ground truth's tag layout, each of its tags exactly once, else 0.0.
 
@@ -150,6 +153,7 @@ def tool_call_score(gt_calls: list[dict[str, Any]], pred_calls: list[dict[str, A
     return score, score_max
 
 
+@text_inputs
 def correctness_reward(solution_str: str, ground_truth: str) -> float:
     """Tool-call correctness in [-3, 3] (module docstring).
 
@@ -176,6 +180,7 @@ def correctness_reward(solution_str: str, ground_truth: str) -> float:
     return (MAX_CORRECTNESS - MIN_CORRECTNESS) * score / score_max + MIN_CORRECTNESS
 
 
+@text_inputs
 def compute_score(
     data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None, **kwargs: Any
 ) -> dict[str, float]:
