@@ -34,7 +34,7 @@ from gdpo_verl.core.advantage import Condition
 from gdpo_verl.core.choices import check_choice
 
 ON_ERROR = ("raise", "nan")
-CALL_ARGS = ("data_source", "solution_str", "ground_truth", "extra_info")
+CALL_ARGS = ("data_source", "solution_str", "ground_truth", "extra_info", "response_length")  # response_length: tokens
 ERROR_PREFIX = "gdpo_error_"  # reward_extra_info key of a component's error flag, written by the manager
 
 
@@ -183,7 +183,7 @@ def load_function(path: str, name: str) -> Callable:
 
 
 def bind(fn: Callable, kwargs: Mapping[str, Any]) -> Callable[..., Any]:
-    """Wrap ``fn`` so it can always be called with the four verl arguments, passing only what it accepts."""
+    """Wrap ``fn`` so it can always be called with every ``CALL_ARGS`` argument, passing only what it accepts."""
     params = inspect.signature(fn).parameters
     takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     accepted = [a for a in CALL_ARGS if takes_all or a in params]

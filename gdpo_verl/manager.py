@@ -93,6 +93,7 @@ class MultiRewardManager(RewardManagerBase):
             "solution_str": text,
             "ground_truth": item.non_tensor_batch["reward_model"]["ground_truth"],
             "extra_info": item.non_tensor_batch.get("extra_info", None),
+            "response_length": valid,
         }
         outcomes = await asyncio.gather(*(self._call(cid, fn, kwargs) for cid, fn in self.calls.items()))
         outcomes = dict(zip(self.calls, outcomes))
