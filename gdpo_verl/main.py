@@ -96,8 +96,24 @@ def apply_components(cfg: DictConfig) -> RewardSpec | None:
     return spec
 
 
+def check_dynamic_sampling(cfg: DictConfig) -> None:
+    """Dynamic sampling (``algorithm.filter_groups.enable``) exists only in verl's V1 trainer: refuse the legacy one.
+
+    verl 0.9.1's legacy trainer (``trainer.use_v1=false``) never reads ``algorithm.filter_groups``, so the run
+    would silently train without the paper's dynamic sampling.
+    """
+    filter_groups = cfg.algorithm.get("filter_groups") or {}
+    if filter_groups.get("enable", False) and not cfg.trainer.get("use_v1", True):
+        raise ValueError(
+            "algorithm.filter_groups.enable=true (dynamic sampling, DAPO group filtering) works only in verl's V1 "
+            "trainer, but trainer.use_v1=false selects the legacy trainer, which ignores it. Fix: "
+            "trainer.use_v1=true (verl's default), or algorithm.filter_groups.enable=false to train without it."
+        )
+
+
 def validate(cfg: DictConfig) -> None:
     """Every check that needs no Ray: components, estimator settings, rollout engine, verl's own checks."""
+    check_dynamic_sampling(cfg)
     apply_components(cfg)
     if str(cfg.algorithm.adv_estimator) == "gdpo":
         from gdpo_verl.estimator import GDPOSettings
