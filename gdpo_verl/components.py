@@ -18,7 +18,8 @@ before Ray starts). A component is declared as
             kwargs: {}
             cheap: false                       # true: run in a thread, no process hop (fast, trusted functions)
 
-A function is called with whichever of ``data_source, solution_str, ground_truth, extra_info`` it accepts
+A function is called with whichever of ``data_source, solution_str, ground_truth, extra_info, response_length``
+(the response's token count) it accepts
 (all of them when it takes ``**kwargs``), plus the component's kwargs (checked against its signature).
 Components that share ``path``, ``fn`` and ``kwargs`` share one call per sample; a dict result feeds each of
 them through its ``key``. Every value is type-checked here: a bad one raises ``ValueError`` naming the key.

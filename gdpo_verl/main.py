@@ -96,8 +96,24 @@ def apply_components(cfg: DictConfig) -> RewardSpec | None:
     return spec
 
 
+def check_dynamic_sampling(cfg: DictConfig) -> None:
+    """Dynamic sampling (``algorithm.filter_groups.enable``) exists only in verl's V1 trainer: refuse the legacy one.
+
+    verl 0.9.1's legacy trainer (``trainer.use_v1=false``) never reads ``algorithm.filter_groups``, so the run
+    would silently train without the paper's dynamic sampling.
+    """
+    filter_groups = cfg.algorithm.get("filter_groups") or {}
+    if filter_groups.get("enable", False) and not cfg.trainer.get("use_v1", True):
+        raise ValueError(
+            "algorithm.filter_groups.enable=true (dynamic sampling, DAPO group filtering) works only in verl's V1 "
+            "trainer, but trainer.use_v1=false selects the legacy trainer, which ignores it. Fix: "
+            "trainer.use_v1=true (verl's default), or algorithm.filter_groups.enable=false to train without it."
+        )
+
+
 def validate(cfg: DictConfig) -> None:
     """Every check that needs no Ray: components, estimator settings, rollout engine, verl's own checks."""
+    check_dynamic_sampling(cfg)
     apply_components(cfg)
     if str(cfg.algorithm.adv_estimator) == "gdpo" or cfg.algorithm.get("gdpo_reward_keys"):
         from gdpo_verl.estimator import GDPOSettings
@@ -185,6 +201,7 @@ def probe_rewards(cfg: DictConfig) -> None:
                 "solution_str": PROBE_RESPONSE,
                 "ground_truth": (row.get("reward_model") or {}).get("ground_truth"),
                 "extra_info": row.get("extra_info"),
+                "response_length": len(PROBE_RESPONSE.split()),  # a placeholder token count
             }
             scored = asyncio.run(scorer.score(kwargs))
             for c in spec.components:

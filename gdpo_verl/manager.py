@@ -161,6 +161,7 @@ class MultiRewardManager(RewardManagerBase):
             "solution_str": text,
             "ground_truth": item.non_tensor_batch["reward_model"]["ground_truth"],
             "extra_info": item.non_tensor_batch.get("extra_info", None),
+            "response_length": valid,
         }
         scored = await self.scorer.score(kwargs)
         values, extra = {}, {}

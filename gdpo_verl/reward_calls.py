@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-CALL_ARGS = ("data_source", "solution_str", "ground_truth", "extra_info")
+CALL_ARGS = ("data_source", "solution_str", "ground_truth", "extra_info", "response_length")  # tokens
 
 
 def describe(error: BaseException) -> str:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Shared launcher behind recipes/<task>.sh: checks the method and the prepared data, then runs the recipe.
 # Usage (from any directory): recipes/launch.sh TASK gdpo|grpo [Hydra overrides...]
-#   TASK is one of: toolcall gsm8k deepscaler code (recipes/TASK_METHOD.yaml)
+#   TASK is one of: toolcall gsm8k deepscaler code (recipes/TASK.yaml, with method=METHOD: recipes/method/METHOD.yaml)
 set -euo pipefail
 task="${1:-}"
 case "$task" in
@@ -29,4 +29,4 @@ if [[ ! -f "$data/train.parquet" ]]; then
   echo "$data/train.parquet is missing; prepare the data first: python -m data_prep.$prep" >&2
   exit 1
 fi
-exec "${PYTHON:-python}" -m gdpo_verl.main --config-name "${task}_${method}" "$@"
+exec "${PYTHON:-python}" -m gdpo_verl.main --config-name "$task" "method=$method" "$@"

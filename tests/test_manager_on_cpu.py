@@ -328,3 +328,17 @@ def test_cheap_components_run_in_threads_with_the_same_outcomes(tokenizer, rewar
     (out,) = run_all(manager, make_batch(tokenizer, ["<a>7</a>"], ["math"], ["7"]))
     assert manager.scorer.caller._pool is None  # no process pool was started
     assert out["reward_extra_info"]["format"] == 1.0 and out["reward_extra_info"][NONFINITE_PREFIX + "bad"] == 1.0
+
+
+def test_length_reward_gets_the_valid_response_token_count(tokenizer):
+    # response_length is the count of valid response tokens (padding excluded, make_batch pads by 2): a budget
+    # one token short fails the response, a budget of exactly its token count passes it.
+    response = "3+4=7 so <a>7</a>"
+    n = len(tokenizer(response)["input_ids"])
+    components = [
+        {"name": name, "path": "gdpo_verl.rewards.length", "fn": "length_reward", "kwargs": {"max_tokens": budget}}
+        for name, budget in (("short", n - 1), ("exact", n))
+    ]
+    manager = MultiRewardManager(make_config(components), tokenizer)
+    (out,) = run_all(manager, make_batch(tokenizer, [response], ["math"], ["7"]))
+    assert out["reward_extra_info"]["short"] == 0.0 and out["reward_extra_info"]["exact"] == 1.0

@@ -44,14 +44,15 @@ def test_installed_wheel_composes_a_recipe_from_another_directory(tmp_path):
     install = subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     assert install.returncode == 0, install.stderr[-2000:]
-    assert (site / "gdpo_verl" / "recipes" / "toolcall_gdpo.yaml").is_file()
+    assert (site / "gdpo_verl" / "recipes" / "toolcall.yaml").is_file()
+    assert (site / "gdpo_verl" / "recipes" / "method" / "grpo.yaml").is_file()
     env = {**os.environ, "PYTHONPATH": str(site)}
     where = subprocess.run([sys.executable, "-c", "import gdpo_verl.recipes as r; print(r.__file__)"],
                            capture_output=True, text=True, cwd=elsewhere, env=env, timeout=60)  # fmt: skip
     assert where.stdout.strip().startswith(str(site)), where.stdout + where.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "gdpo_verl.main", "--config-name", "toolcall_gdpo", "--cfg", "job"],
+        [sys.executable, "-m", "gdpo_verl.main", "--config-name", "toolcall", "method=grpo", "--cfg", "job"],
         capture_output=True, text=True, cwd=elsewhere, env=env, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "adv_estimator: gdpo" in out.stdout and "path: gdpo_verl.rewards.toolcall" in out.stdout
+    assert "adv_estimator: grpo" in out.stdout and "path: gdpo_verl.rewards.toolcall" in out.stdout

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gdpo_verl.demo import rewards as toy
-from gdpo_verl.rewards import gsm8k, toolcall
+from gdpo_verl.rewards import gsm8k, length, math_answer, toolcall
 
 TOOL_TRUTH = '<think>t</think>\n<tool_call>\n{"name": "f", "parameters": {"x": 1}}\n</tool_call>'
 # (function, a ground truth as a string, the same as a number where the data may store one)
@@ -25,8 +25,10 @@ REWARDS = [
     (gsm8k.format_reward, "x #### 72", 72),
     (toolcall.format_reward, TOOL_TRUTH, None),
     (toolcall.correctness_reward, TOOL_TRUTH, None),
+    (math_answer.correctness_reward, "\\frac{1}{2}", 0.5),
+    (lambda solution_str, ground_truth: length.length_reward(solution_str, max_chars=100), "", None),
 ]
-IDS = [f"{f.__module__.rsplit('.', 1)[1]}.{f.__name__}" for f, _, _ in REWARDS]
+IDS = [f"{f.__module__.rsplit('.', 1)[1]}.{f.__name__}" for f, _, _ in REWARDS[:-1]] + ["length.length_reward"]
 HOSTILE_RESPONSES = [None, 5, 2.5, float("nan"), b"<a>7</a>", b"\xff\xfe", ["<a>7</a>"], {"a": 1}, "", "\x00" * 10]
 
 
@@ -39,7 +41,11 @@ def test_non_string_responses_never_raise(fn, truth, number, response):
 
 @pytest.mark.parametrize(("fn", "truth", "number"), [r for r in REWARDS if r[2] is not None], ids=repr)
 def test_a_numeric_ground_truth_scores_like_its_string(fn, truth, number):
-    answer = {"7": "<a>7</a>", "x #### 72": "<think>\nok\n</think>\n<answer>72</answer>"}[truth]
+    answer = {
+        "7": "<a>7</a>",
+        "x #### 72": "<think>\nok\n</think>\n<answer>72</answer>",
+        "\\frac{1}{2}": "<think>ok</think> \\boxed{\\frac{1}{2}}",
+    }[truth]
     assert fn(answer, number) == fn(answer, truth) == fn(answer, float(number))
 
 

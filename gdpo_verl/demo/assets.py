@@ -50,6 +50,7 @@ _SOURCES = (
     "demo/warmstart.py",
     "demo/threads.py",
     "demo/rewards.py",
+    "generation.py",
 )
 
 

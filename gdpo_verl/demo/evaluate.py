@@ -1,8 +1,9 @@
 """Measure a model on the toy task: sample responses with HF ``generate`` and average the toy rewards.
 
-Used by the asset build (to print the warm-started model's rates) and by the tests. Prompts are left
-padded into one batch ``(n_problems * samples, prompt_len)``; responses are cut at eos and decoded with
-``skip_special_tokens=True``, as verl's reward loop does, then scored by ``gdpo_verl.demo.rewards``.
+Used by the asset build (to print the warm-started model's rates) and by the tests. Generation is the project's
+one helper, ``gdpo_verl.generation.hf_generate`` (one left-padded batch ``(n_problems * samples, prompt_len)``,
+responses cut at eos and decoded as verl's reward loop does); responses are scored by ``gdpo_verl.demo.rewards``.
+``python -m gdpo_verl.tools.evaluate --task demo`` reports the same greedy rates on the val split.
 Run ``python -m gdpo_verl.demo.evaluate MODEL_DIR`` to print the rates of a saved model.
 """
 
@@ -11,17 +12,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from gdpo_verl.demo.rewards import REWARD_KEYS, compute_score
 from gdpo_verl.demo.task import Problem
 from gdpo_verl.demo.threads import torch_threads
+from gdpo_verl.generation import hf_generate
 
 MAX_NEW_TOKENS = 16
 
 
-@torch.no_grad()
 def sample_responses(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -33,36 +33,12 @@ def sample_responses(
 ) -> list[str]:
     """``samples`` decoded responses per problem (problem-major order); ``temperature`` 0 means greedy.
 
-    Generation runs on ``threads`` torch threads (see ``gdpo_verl.demo.threads``).
+    One batch through ``gdpo_verl.generation.hf_generate``, on ``threads`` torch threads (``gdpo_verl.demo.threads``).
     """
-    prompts = [
-        tokenizer.apply_chat_template(
-            [{"role": "user", "content": p.question}], add_generation_prompt=True, tokenize=False
-        )
-        for p in problems
-        for _ in range(samples)
-    ]
-    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in prompts]
-    width = max(len(row) for row in ids)
-    pad = tokenizer.pad_token_id
-    input_ids = torch.tensor([[pad] * (width - len(row)) + row for row in ids])
-    attention_mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in ids])
-    torch.manual_seed(seed)
-    sampling = (
-        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
-        if temperature > 0
-        else {"do_sample": False}
-    )
+    prompts = [[{"role": "user", "content": p.question}] for p in problems]
     with torch_threads(threads):
-        out = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            max_new_tokens=MAX_NEW_TOKENS,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=pad,
-            **sampling,
-        )
-    return tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+        generations = hf_generate(model, tokenizer, prompts, MAX_NEW_TOKENS, temperature, samples, seed)
+    return [g.text for g in generations]
 
 
 def reward_rates(

@@ -1,0 +1,164 @@
+"""The evaluator (gdpo_verl.tools.evaluate): per-task metrics, checkpoint discovery and labels, tables, and its
+consistency with the demo's own greedy reward rates (gdpo_verl.demo.evaluate) on the same model and problems.
+
+Run: python -m pytest tests/test_evaluate_on_cpu.py   (the demo-model tests build the demo assets once, ~1 min)
+"""
+
+import csv
+import math
+
+import pandas as pd
+import pytest
+
+from gdpo_verl.generation import Generation
+from gdpo_verl.tools import evaluate as ev
+
+TOOL_GT = '<think>look it up</think>\n<tool_call>\n{"name": "weather", "parameters": {"city": "Paris"}}\n</tool_call>'
+TOOL_NEAR = '<think>hm</think>\n<tool_call>\n{"name": "weather", "parameters": {"city": "Rome"}}\n</tool_call>'
+
+
+def test_toolcall_accuracy_is_an_exact_match_and_format_its_own_rate():
+    task = ev.TASKS["toolcall"]
+    gens = [Generation(TOOL_GT, 20), Generation(TOOL_NEAR, 20), Generation("no tags at all", 3), Generation("", 0)]
+    result = ev.score(task, gens, [TOOL_GT] * 4, budget=4000)
+    # exact calls: 1 of 4; right layout: 2 of 4 (the near miss has the layout but a wrong parameter value)
+    assert result == {"format": 50.0, "accuracy": 25.0, "n": 4.0}
+
+
+def test_gsm8k_metrics():
+    gens = [Generation("<think>6*7</think>\n<answer>42</answer>", 9), Generation("<answer>-42</answer>", 5)]
+    result = ev.score(ev.TASKS["gsm8k"], gens, ["#### 42", "#### -42"], budget=4000)
+    assert result == {"accuracy": 100.0, "format": 50.0, "integer": 50.0, "n": 2.0}
+
+
+def test_deepscaler_accuracy_uses_math_verify_and_over_length_counts_tokens():
+    gens = [
+        Generation("<think>x</think> \\boxed{\\frac12}", 4001),  # right, but over the 4000-token budget
+        Generation("<think>x</think> \\boxed{0.5}", 4000),  # right, exactly at the budget
+        Generation("<think>x</think> \\boxed{2}", 10),
+    ]
+    result = ev.score(ev.TASKS["deepscaler"], gens, ["\\frac{1}{2}"] * 3, budget=4000)
+    assert result["accuracy"] == pytest.approx(200 / 3) and result["over_length"] == pytest.approx(100 / 3)
+    assert ev.score(ev.TASKS["deepscaler"], gens, ["\\frac{1}{2}"] * 3, budget=5000)["over_length"] == 0.0
+
+
+def test_samples_are_scored_against_their_own_problem():
+    # 2 problems x 2 samples, prompt-major: the first two responses belong to problem 0
+    gens = [Generation("<a>7</a>", 1), Generation("<a>8</a>", 1), Generation("<a>5</a>", 1), Generation("<a>5</a>", 1)]
+    result = ev.score(ev.TASKS["demo"], gens, ["7", "5"], budget=0)
+    assert result["correctness"] == 75.0 and result["format"] == 100.0
+
+
+def test_tables_markdown_csv_and_the_papers_column():
+    task = ev.TASKS["toolcall"]
+    results = [{"format": 80.5, "accuracy": 31.25, "n": 80.0}, {"format": 70.0, "accuracy": 29.0, "n": 80.0}]
+    markdown, rows = ev.tables(task, ["gdpo-seed0", "grpo-seed0"], results)
+    lines = markdown.splitlines()
+    assert lines[0] == "| metric (%) | gdpo-seed0 | grpo-seed0 | " + task.paper_label + " |"
+    assert "BFCL-v3" in task.paper_label and "different benchmark" in task.paper_label
+    assert lines[2] == "| format | 80.50 | 70.00 | GRPO 76.33 / GDPO 80.66 |"
+    assert lines[3] == "| accuracy | 31.25 | 29.00 | GRPO 30.18 / GDPO 32.81 |"
+    assert lines[4] == "| n | 80 | 80 |  |"
+    assert rows[0][1:3] == ["gdpo-seed0", "grpo-seed0"] and rows[2][:3] == ["accuracy", "31.25", "29.00"]
+    gsm_markdown, _ = ev.tables(ev.TASKS["gsm8k"], ["a"], [{"accuracy": 1.0, "format": 2.0, "integer": 3.0, "n": 1}])
+    assert gsm_markdown.splitlines()[0] == "| metric (%) | a |"  # no paper number for this task: no column
+
+
+def test_find_model_in_a_verl_checkpoint_directory(tmp_path):
+    run = tmp_path / "run"
+    for step in (5, 10):
+        hf = run / "checkpoints" / f"global_step_{step}" / "actor" / "huggingface"
+        hf.mkdir(parents=True)
+        (hf / "config.json").write_text("{}")
+        (hf / "model.safetensors").write_bytes(b"")
+    latest = run / "checkpoints" / f"global_step_{10}" / "actor" / "huggingface"
+    assert ev.find_model(str(run)) == str(latest)  # a gdpo_verl.main run: its checkpoints/, the highest step
+    assert ev.find_model(str(run / "checkpoints")) == str(latest)
+    (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("5")
+    assert ev.find_model(str(run)).endswith("global_step_5/actor/huggingface")  # verl's own pointer wins
+    assert ev.find_model(str(latest)) == str(latest)  # a Hugging Face model directory itself
+    assert ev.find_model("Qwen/Qwen2.5-1.5B-Instruct") == "Qwen/Qwen2.5-1.5B-Instruct"  # a hub name, untouched
+    (latest / "model.safetensors").unlink()
+    with pytest.raises(ValueError, match="hf_model.*model_merger"):
+        ev.find_model(str(latest.parent.parent))
+    with pytest.raises(ValueError, match="neither"):
+        ev.find_model(str(tmp_path))
+
+
+def test_label_from_the_runs_hydra_config(tmp_path):
+    run = tmp_path / "outputs" / "12-00-00"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text("seed: 2\nalgorithm:\n  adv_estimator: grpo\n")
+    ckpt = run / "checkpoints" / "global_step_3" / "actor" / "huggingface"
+    ckpt.mkdir(parents=True)
+    assert ev.checkpoint_label(str(ckpt)) == "grpo-seed2"
+    assert ev.checkpoint_label(str(tmp_path / "outputs")) == "outputs"
+
+
+def test_options_are_validated():
+    with pytest.raises(ValueError, match="valid values: toolcall, gsm8k, deepscaler, code, demo"):
+        ev.evaluate("gsm8", ["m"], "x.parquet")
+    with pytest.raises(ValueError, match="valid values: auto, hf, vllm"):
+        ev.evaluate("demo", ["m"], "x.parquet", backend="tgi")
+    with pytest.raises(ValueError, match="samples"):
+        ev.evaluate("demo", ["m"], "x.parquet", samples=4, temperature=0.0)
+    with pytest.raises(ValueError, match="one --label per checkpoint"):
+        ev.evaluate("demo", ["a", "b"], "x.parquet", labels=["only one"])
+
+
+@pytest.fixture(scope="module")
+def demo_assets():
+    from gdpo_verl.demo.assets import ensure_demo_assets
+
+    return ensure_demo_assets()
+
+
+@pytest.mark.slow
+def test_greedy_evaluation_reproduces_the_demos_own_reward_rates(demo_assets, tmp_path):
+    # The same model, the same problems (the demo's val split), greedy decoding: the evaluator's rates must equal
+    # those of gdpo_verl.demo.evaluate.reward_rates (one batch there, batches of 16 here: greedy is per row).
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gdpo_verl.demo.evaluate import reward_rates
+    from gdpo_verl.demo.task import Problem
+
+    labels, results, markdown = ev.evaluate(
+        "demo", [demo_assets.model_dir], demo_assets.val_parquet, labels=["warm start"], out_dir=tmp_path
+    )
+    frame = pd.read_parquet(demo_assets.val_parquet)
+    problems = [Problem(*map(int, p[0]["content"].rstrip("=").split("+"))) for p in frame["prompt"]]
+    assert [p.answer for p in problems] == [r["ground_truth"] for r in frame["reward_model"]]
+    model = AutoModelForCausalLM.from_pretrained(demo_assets.model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(demo_assets.model_dir)
+    rates = reward_rates(model, tokenizer, problems, temperature=0.0)
+    (result,) = results
+    assert result["n"] == len(problems) == 32
+    for key in ("format", "correctness", "brevity"):
+        assert round(result[key] / 100, 3) == rates[key], (key, result, rates)
+    assert 0 < result["correctness"] < 100 and result["format"] == 100.0  # greedy: well formed, mostly right
+    # the files: the markdown printed, the CSV with the same numbers, a PNG
+    assert (tmp_path / "results.md").read_text() == markdown
+    with open(tmp_path / "results.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["metric (%)", "warm start"]
+    assert {r[0]: float(r[1]) for r in rows[1:]} == pytest.approx({**{k: result[k] for k in result}}, abs=0.006)
+    assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_command_line_side_by_side_with_limit_and_sampling(demo_assets, tmp_path, capsys):
+    ev.main(
+        [
+            "--task", "demo", demo_assets.model_dir, demo_assets.model_dir, "--label", "gdpo", "--label", "grpo",
+            "--data", demo_assets.val_parquet, "--limit", "5", "--samples", "3", "--temperature", "1.0",
+            "--out", str(tmp_path),
+        ]
+    )  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| metric (%) | gdpo | grpo |"
+    n_row = [line for line in lines if line.startswith("| n |")]
+    assert n_row == ["| n | 15 | 15 |"]  # 5 problems x 3 samples
+    # the same seed for both columns: the same model gives the same sampled responses, so the same rates
+    for line in filter(None, lines[2:]):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[1] == cells[2] and not math.isnan(float(cells[1]))
