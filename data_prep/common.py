@@ -101,6 +101,22 @@ def load_records(local: Path | None, *hf_dataset: str, split: str) -> list[Any]:
         ) from None
 
 
+def train_test_args(description: str, task: str, argv, train_help: str, test_help: str) -> argparse.Namespace:
+    """The shared options plus ``--train-file``/``--test-file`` (both or neither: no silent download)."""
+    parser = arg_parser(description, task)
+    parser.add_argument("--train-file", type=Path, help=f"{train_help} (default: download)")
+    parser.add_argument("--test-file", type=Path, help=f"{test_help} (default: download)")
+    args = parser.parse_args(argv)
+    all_or_none(args, "train_file", "test_file")
+    return args
+
+
+def load_train_test(args, load_split: Callable[[Path | None, str], list], hub_name: Callable[[str], str]):
+    """(records, sources) per split: each split's local file, or its hub dataset (``hub_name(split)``)."""
+    raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in ("train", "test")}
+    return raw, {split: str(getattr(args, f"{split}_file") or hub_name(split)) for split in raw}
+
+
 def all_or_none(args, *options: str) -> None:
     """Exit naming the options left out when only some of a task's local files are given (no silent download)."""
     given = [o for o in options if getattr(args, o) is not None]

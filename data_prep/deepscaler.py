@@ -23,11 +23,11 @@ from typing import Any
 
 from data_prep.common import (
     BadRecord,
-    all_or_none,
-    arg_parser,
     convert_report_write,
     load_records,
+    load_train_test,
     require_text,
+    train_test_args,
     verl_row,
 )
 
@@ -82,13 +82,8 @@ def load_split(local: Path | None, split: str) -> list[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__.splitlines()[0], TASK)
-    parser.add_argument("--train-file", type=Path, help="local DeepScaleR records (default: download)")
-    parser.add_argument("--test-file", type=Path, help="local AIME 2024 records (default: download)")
-    args = parser.parse_args(argv)
-    all_or_none(args, "train_file", "test_file")
-    raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in SOURCES}
-    sources = {split: str(getattr(args, f"{split}_file") or SOURCES[split][1]) for split in raw}
+    args = train_test_args(__doc__.splitlines()[0], TASK, argv, "local DeepScaleR records", "local AIME 2024 records")
+    raw, sources = load_train_test(args, load_split, lambda split: SOURCES[split][1])
     return convert_report_write(TASK, raw, to_row, args, sources=sources)
 
 

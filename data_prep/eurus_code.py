@@ -22,11 +22,11 @@ from typing import Any
 
 from data_prep.common import (
     BadRecord,
-    all_or_none,
-    arg_parser,
     convert_report_write,
     load_records,
+    load_train_test,
     require_text,
+    train_test_args,
     verl_row,
 )
 from gdpo_verl.rewards.code_tests import parse_tests
@@ -80,15 +80,16 @@ def load_split(local: Path | None, split: str) -> list[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__.splitlines()[0], TASK)
-    parser.add_argument("--train-file", type=Path, help="local Eurus-2-RL-Data train.parquet (default: download)")
-    parser.add_argument("--test-file", type=Path, help="local Eurus-2-RL-Data validation.parquet (default: download)")
-    args = parser.parse_args(argv)
-    all_or_none(args, "train_file", "test_file")
-    raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in HF_SPLITS}
+    args = train_test_args(
+        __doc__.splitlines()[0],
+        TASK,
+        argv,
+        "local Eurus-2-RL-Data train.parquet",
+        "local Eurus-2-RL-Data validation.parquet",
+    )
+    raw, sources = load_train_test(args, load_split, lambda split: HF_DATASET)
     skipped = sum(1 for records in raw.values() for r in records if not is_code(r))
     print(f"{TASK}: {skipped} non-code records skipped")
-    sources = {split: str(getattr(args, f"{split}_file") or HF_DATASET) for split in HF_SPLITS}
     return convert_report_write(TASK, raw, to_row, args, sources=sources)
 
 

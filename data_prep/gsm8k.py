@@ -21,11 +21,11 @@ from typing import Any
 
 from data_prep.common import (
     BadRecord,
-    all_or_none,
-    arg_parser,
     convert_report_write,
     load_records,
+    load_train_test,
     require_text,
+    train_test_args,
     verl_row,
 )
 from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT
@@ -58,13 +58,8 @@ def load_split(local: Path | None, split: str) -> list[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__.splitlines()[0], TASK)
-    parser.add_argument("--train-file", type=Path, help="local GSM8K train split (default: download)")
-    parser.add_argument("--test-file", type=Path, help="local GSM8K test split (default: download)")
-    args = parser.parse_args(argv)
-    all_or_none(args, "train_file", "test_file")
-    raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in ("train", "test")}
-    sources = {split: str(getattr(args, f"{split}_file") or HF_DATASET[0]) for split in raw}
+    args = train_test_args(__doc__.splitlines()[0], TASK, argv, "local GSM8K train split", "local GSM8K test split")
+    raw, sources = load_train_test(args, load_split, lambda split: HF_DATASET[0])
     return convert_report_write(TASK, raw, to_row, args, sources=sources)
 
 

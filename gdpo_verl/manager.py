@@ -6,8 +6,9 @@ point registers the class in every process (``gdpo_verl.verl_glue``). Calls run 
 ``gdpo_verl.reward_calls`` (killable worker processes with a time-out that holds; ``cheap`` components in threads).
 
 Per sample it returns verl's ``{"reward_score", "reward_extra_info"}``:
-  reward_score       the weighted sum of the components after conditions (missing counts 0), so
-                     ``token_level_scores`` is the GRPO baseline's reward on the same components;
+  reward_score       the weighted sum of the components after conditions (missing counts 0), with the weights and
+                     conditions GDPO uses (``algorithm.gdpo_reward_*``), so ``token_level_scores`` is the GRPO
+                     baseline's reward on the same components;
   reward_extra_info  every component's raw score under its name (NaN where it abstains), and per component the
                      flags ``gdpo_error_<name>`` (its call failed, under ``on_error: nan``), ``gdpo_nonfinite_<name>``
                      (it returned inf or NaN; also an error) and ``gdpo_missing_<name>`` (its dict result lacked the
@@ -94,11 +95,24 @@ def component_value(result, key: str) -> ComponentValue:
     )
 
 
-def weighted_total(spec: RewardSpec, values: dict[str, float]) -> float:
+def total_weights(spec: RewardSpec, algorithm) -> tuple[tuple[float, ...], tuple]:
+    """(weights, conditions) of the weighted sum: ``algorithm.gdpo_reward_weights`` / ``gdpo_reward_conditions``
+    when the algorithm config names these components (``python -m gdpo_verl.main`` derives them from the
+    components unless set), else the components' own. One source of truth: the GRPO baseline's reward then uses
+    the weights GDPO uses, so ``-m method=gdpo,grpo algorithm.gdpo_reward_weights=[...]`` compares like with like."""
+    if algorithm is not None and list(algorithm.get("gdpo_reward_keys") or []) == spec.names:
+        from gdpo_verl.estimator import GDPOSettings
+
+        settings = GDPOSettings.from_config(algorithm)
+        return settings.weights, settings.conditions
+    return tuple(spec.weights), spec.gates
+
+
+def weighted_total(names, weights, conditions, values: dict[str, float]) -> float:
     """sum_k w_k r_k after conditions (paper Eq. 8); missing values count 0. The GRPO baseline's reward."""
-    scores = torch.tensor([[values[name] for name in spec.names]], dtype=torch.float64)  # (1, K)
-    gated = apply_conditions(scores, spec.gates)
-    return float(torch.nan_to_num(gated) @ weight_vector(spec.weights, gated))
+    scores = torch.tensor([[values[name] for name in names]], dtype=torch.float64)  # (1, K)
+    gated = apply_conditions(scores, conditions)
+    return float(torch.nan_to_num(gated) @ weight_vector(weights, gated))
 
 
 class ComponentScorer:
@@ -148,6 +162,7 @@ class MultiRewardManager(RewardManagerBase):
                 "{name, path, fn, weight}); none are declared"
             )
         self.scorer = ComponentScorer(self.spec)
+        self.weights, self.conditions = total_weights(self.spec, config.get("algorithm"))
 
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1]  # multi-sequence outputs: score the last sequence, as verl's managers do
@@ -180,4 +195,5 @@ class MultiRewardManager(RewardManagerBase):
             extra[ERROR_PREFIX + c.name] = float(got.error is not None)
             extra[NONFINITE_PREFIX + c.name] = float(got.nonfinite)
             extra[MISSING_PREFIX + c.name] = float(got.missing_from is not None)
-        return {"reward_score": weighted_total(self.spec, values), "reward_extra_info": extra}
+        total = weighted_total(self.spec.names, self.weights, self.conditions, values)
+        return {"reward_score": total, "reward_extra_info": extra}

@@ -342,3 +342,21 @@ def test_length_reward_gets_the_valid_response_token_count(tokenizer):
     manager = MultiRewardManager(make_config(components), tokenizer)
     (out,) = run_all(manager, make_batch(tokenizer, [response], ["math"], ["7"]))
     assert out["reward_extra_info"]["short"] == 0.0 and out["reward_extra_info"]["exact"] == 1.0
+
+
+def test_the_grpo_reward_uses_the_weights_and_conditions_gdpo_uses(tokenizer, rewards_module):
+    # A weight override on the command line lands in algorithm.gdpo_reward_weights: the manager's weighted sum (the
+    # GRPO baseline's reward) must use it too, not the components' own weights.
+    components = [
+        {"name": "format", "path": rewards_module, "fn": "shared", "weight": 1.0, "cheap": True},
+        {"name": "correctness", "path": rewards_module, "fn": "shared", "weight": 1.0, "cheap": True},
+    ]
+    config = make_config(components)
+    config.algorithm = {"gdpo_reward_keys": ["format", "correctness"], "gdpo_reward_weights": [0.5, 3.0],
+                        "gdpo_reward_conditions": {"format": {"on": "correctness", "threshold": 1.0}}}  # fmt: skip
+    manager = MultiRewardManager(config, tokenizer)
+    data = make_batch(tokenizer, ["<a>7</a>", "<a>9</a>"], ["math", "math"], ["7", "7"])
+    # sample 0: format 1, correctness 1 -> 0.5 * 1 + 3 * 1; sample 1: correctness 0 gates format to 0 -> 0
+    assert [o["reward_score"] for o in run_all(manager, data)] == [3.5, 0.0]
+    config.algorithm = {"gdpo_reward_keys": ["other"]}  # not these components: their own weights apply
+    assert [o["reward_score"] for o in run_all(MultiRewardManager(config, tokenizer), data)] == [2.0, 1.0]
