@@ -111,10 +111,15 @@ def train_test_args(description: str, task: str, argv, train_help: str, test_hel
     return args
 
 
-def load_train_test(args, load_split: Callable[[Path | None, str], list], hub_name: Callable[[str], str]):
-    """(records, sources) per split: each split's local file, or its hub dataset (``hub_name(split)``)."""
-    raw = {split: load_split(getattr(args, f"{split}_file"), split) for split in ("train", "test")}
-    return raw, {split: str(getattr(args, f"{split}_file") or hub_name(split)) for split in raw}
+def load_train_test(args, hub: dict[str, tuple[tuple[str, ...], str]]):
+    """(records, sources) per split: each split's local file (``--<split>-file``), or its Hugging Face dataset
+    ``hub[split] = ((name[, config]), hub split)``."""
+    raw, sources = {}, {}
+    for split, (dataset, hub_split) in hub.items():
+        local = getattr(args, f"{split}_file")
+        raw[split] = load_records(local, *dataset, split=hub_split)
+        sources[split] = str(local or "/".join(dataset))
+    return raw, sources
 
 
 def all_or_none(args, *options: str) -> None:

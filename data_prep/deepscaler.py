@@ -18,18 +18,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from pathlib import Path
 from typing import Any
 
-from data_prep.common import (
-    BadRecord,
-    convert_report_write,
-    load_records,
-    load_train_test,
-    require_text,
-    train_test_args,
-    verl_row,
-)
+from data_prep.common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 
 TASK = "deepscaler"
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
@@ -75,15 +66,11 @@ def to_row(split: str):
     return convert_record
 
 
-def load_split(local: Path | None, split: str) -> list[Any]:
-    """Records of a local file, or of the split's Hugging Face dataset when no file is given."""
-    _, name, hf_split = SOURCES[split]
-    return load_records(local, name, split=hf_split)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = train_test_args(__doc__.splitlines()[0], TASK, argv, "local DeepScaleR records", "local AIME 2024 records")
-    raw, sources = load_train_test(args, load_split, lambda split: SOURCES[split][1])
+    raw, sources = load_train_test(
+        args, {split: ((name,), hub_split) for split, (_, name, hub_split) in SOURCES.items()}
+    )
     return convert_report_write(TASK, raw, to_row, args, sources=sources)
 
 

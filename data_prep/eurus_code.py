@@ -17,18 +17,9 @@ fails unless ``--skip-bad`` drops them. Run from the repository root:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from data_prep.common import (
-    BadRecord,
-    convert_report_write,
-    load_records,
-    load_train_test,
-    require_text,
-    train_test_args,
-    verl_row,
-)
+from data_prep.common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 from gdpo_verl.rewards.code_tests import parse_tests
 
 TASK = "code"
@@ -74,11 +65,6 @@ def to_row(split: str):
     return convert_record
 
 
-def load_split(local: Path | None, split: str) -> list[Any]:
-    """Records of a local file, or of the Hugging Face dataset's split when no file is given."""
-    return load_records(local, HF_DATASET, split=HF_SPLITS[split])
-
-
 def main(argv: list[str] | None = None) -> int:
     args = train_test_args(
         __doc__.splitlines()[0],
@@ -87,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         "local Eurus-2-RL-Data train.parquet",
         "local Eurus-2-RL-Data validation.parquet",
     )
-    raw, sources = load_train_test(args, load_split, lambda split: HF_DATASET)
+    raw, sources = load_train_test(args, {split: ((HF_DATASET,), hub_split) for split, hub_split in HF_SPLITS.items()})
     skipped = sum(1 for records in raw.values() for r in records if not is_code(r))
     print(f"{TASK}: {skipped} non-code records skipped")
     return convert_report_write(TASK, raw, to_row, args, sources=sources)

@@ -16,18 +16,9 @@ answer without ``####`` or with nothing after it) are counted by reason; the run
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from data_prep.common import (
-    BadRecord,
-    convert_report_write,
-    load_records,
-    load_train_test,
-    require_text,
-    train_test_args,
-    verl_row,
-)
+from data_prep.common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT
 
 TASK = "gsm8k"
@@ -52,14 +43,9 @@ def to_row(split: str):
     return convert_record
 
 
-def load_split(local: Path | None, split: str) -> list[Any]:
-    """Records of a local file, or of the Hugging Face dataset's split when no file is given."""
-    return load_records(local, *HF_DATASET, split=split)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = train_test_args(__doc__.splitlines()[0], TASK, argv, "local GSM8K train split", "local GSM8K test split")
-    raw, sources = load_train_test(args, load_split, lambda split: HF_DATASET[0])
+    raw, sources = load_train_test(args, {"train": (HF_DATASET, "train"), "test": (HF_DATASET, "test")})
     return convert_report_write(TASK, raw, to_row, args, sources=sources)
 
 

@@ -74,9 +74,27 @@ def assert_trained(summary: dict, steps: list[int]) -> None:
 
 @pytest.mark.parametrize("trainer", ["v1", "legacy"])
 def test_gdpo_trains_with_both_verl_trainers(assets, tmp_path, trainer):
-    summary = train(assets, tmp_path / trainer, "algorithm.adv_estimator=gdpo", f"trainer.use_v1={trainer == 'v1'}")
+    summary = train(assets, tmp_path / trainer, "algorithm.adv_estimator=gdpo", f"trainer.use_v1={trainer == 'v1'}",
+                    "trainer.test_freq=2")  # fmt: skip
     assert_trained(summary, [1, 2])
     assert (tmp_path / trainer / "rewards.png").stat().st_size > 0
+    if trainer == "v1":
+        evaluator_reproduces_the_logged_validation(assets, tmp_path / trainer)
+
+
+def evaluator_reproduces_the_logged_validation(assets, out: Path) -> None:
+    # verl validated the step-2 policy greedily on the demo's val split; the evaluator on the step-2 checkpoint,
+    # same split, greedy, must report the same reward rates.
+    from gdpo_verl.demo.task import DATA_SOURCE
+    from gdpo_verl.tools.evaluate import evaluate
+    from gdpo_verl.tools.runs import read_rows
+
+    logged = [row for row in read_rows(out / "metrics.jsonl") if any(k.startswith("val-") for k in row)]
+    assert logged and logged[-1]["step"] == 2, [row["step"] for row in logged]
+    _, (result,), _ = evaluate("demo", [str(out / "checkpoints")], assets.val_parquet)
+    for name in COMPONENTS:
+        (value,) = [v for k, v in logged[-1].items() if k.endswith(f"/{DATA_SOURCE}/{name}/mean@1")]
+        assert round(result[name], 6) == round(100 * value, 6), (name, result, value)
 
 
 def test_grpo_baseline_stops_after_step_2_and_resumes_at_step_3_with_the_same_data(assets, tmp_path):

@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 from gdpo_verl import main
 from gdpo_verl.components import parse_spec, resolve
 from gdpo_verl.main import apply_components
+from gdpo_verl.reward_calls import load_function
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
@@ -73,7 +74,7 @@ def test_recipe_composes_imports_and_passes_verls_checks(task, method, monkeypat
     cfg = compose_recipe(task, method)
     assert cfg.algorithm.adv_estimator == method
     spec = apply_components(cfg)  # imports every reward function: a bad path or name fails here
-    assert spec is not None and all(callable(fn) for fn in resolve(spec).values())
+    assert spec is not None and all(callable(load_function(c.path, c.fn)) for c in resolve(spec).values())
     assert list(cfg.algorithm.gdpo_reward_keys) == [c.name for c in spec.components]
     assert cfg.reward.reward_manager.name == "gdpo_multi"
     assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node, cfg.actor_rollout_ref.rollout.name) == (1, 8, "vllm")
