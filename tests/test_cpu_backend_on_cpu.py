@@ -235,6 +235,7 @@ print(get_device_name(), get_device_id(), get_nccl_backend(), get_resource_name(
 """
 
 
+@pytest.mark.slow
 def test_activate_switches_verl_to_cpu_and_gloo_in_a_fresh_interpreter():
     import socket
 

@@ -289,6 +289,7 @@ def test_one_local_file_without_the_other_never_downloads(tmp_path):
     assert time.monotonic() - start < 30 and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_offline_download_is_a_one_line_message(tmp_path):
     done = run_prep("gsm8k", "--out", tmp_path / "out")
     assert done.returncode != 0 and "Traceback" not in done.stderr

@@ -72,6 +72,7 @@ def built(tmp_path_factory):
     return root, assets_module.ensure_demo_assets(root, QUICK)
 
 
+@pytest.mark.slow
 def test_build_layout_and_manifest(built):
     root, assets = built
     assert Path(assets.root).parent == root and Path(assets.root).name.startswith("demo-")
@@ -84,6 +85,7 @@ def test_build_layout_and_manifest(built):
     assert set(manifest["warm_start_rates"]["temperature_1"]) == {"score", *REWARD_KEYS}
 
 
+@pytest.mark.slow
 def test_cached_call_is_fast_and_light(built):
     root, assets = built
     start = time.monotonic()
@@ -125,6 +127,7 @@ def test_cache_root_comes_from_the_environment(tmp_path, monkeypatch):
     assert assets_module.default_cache_root() == Path.home() / ".cache" / "gdpo_verl"
 
 
+@pytest.mark.slow
 def test_tokenizer_loads_and_applies_the_chat_template(built):
     from transformers import AutoTokenizer
 
@@ -143,6 +146,7 @@ def test_tokenizer_loads_and_applies_the_chat_template(built):
     assert len(response) == 10  # <a> and </a> are one token each
 
 
+@pytest.mark.slow
 def test_model_directory_tokenizer_matches_the_built_one(built):
     """AutoTokenizer on the model directory gives a Qwen2Tokenizer (config says qwen2); ids must not change."""
     from transformers import AutoTokenizer
@@ -183,6 +187,7 @@ def _demo_tokenizer():
     return build_tokenizer()
 
 
+@pytest.mark.slow
 def test_prompts_and_responses_fit_the_demo_lengths(built):
     from transformers import AutoTokenizer
 
@@ -212,6 +217,7 @@ def test_model_loads_as_tiny_float32_qwen2(built):
     assert logits.shape == (1, 3, len(tokenizer))
 
 
+@pytest.mark.slow
 def test_warm_started_model_is_partly_well_formed(built):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -66,6 +66,7 @@ def run_main(*args, cwd=None, timeout=300):
     )
 
 
+@pytest.mark.slow
 def test_cfg_job_prints_components_and_weights_without_starting_ray():
     out = run_main("--cfg", "job", "algorithm.adv_estimator=gdpo")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -73,6 +74,7 @@ def test_cfg_job_prints_components_and_weights_without_starting_ray():
     assert "adv_estimator: gdpo" in out.stdout and "Started a local Ray instance" not in out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_bad_config_fails_fast_before_ray_naming_the_key():
     start = time.monotonic()
     out = run_main("launch.demo=false", "actor_rollout_ref.model.path=/tmp/none", "reward.gdpo.components.0.fn=nope")
@@ -81,6 +83,7 @@ def test_bad_config_fails_fast_before_ray_naming_the_key():
     assert time.monotonic() - start < 120
 
 
+@pytest.mark.slow
 def test_multirun_runs_each_job_in_its_own_directory(tmp_path):
     out = run_main(
         "-m",
@@ -99,6 +102,7 @@ def test_multirun_runs_each_job_in_its_own_directory(tmp_path):
     assert len(dirs) == 2 and all(Path(d).is_dir() and str(tmp_path) in d for d in dirs)
 
 
+@pytest.mark.slow
 def test_launch_keys_work_from_yaml_as_well_as_the_command_line(tmp_path):
     # launch.device and launch.dry_run set in the YAML of a user's own config (no launch.* on the command line):
     # the CPU preset is applied (rollout hf) and nothing trains.

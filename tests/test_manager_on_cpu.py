@@ -195,6 +195,7 @@ def test_failure_and_timeout_abstain_and_are_counted_with_on_error_nan(tokenizer
     assert info["format"] == 1.0 and out["reward_score"] == 1.0
 
 
+@pytest.mark.slow
 def test_manager_builds_and_scores_inside_a_ray_actor(tmp_path):
     ray = pytest.importorskip("ray")
     tok_dir = tmp_path / "tok"

@@ -19,6 +19,7 @@ PROBE = (
 OURS = "gdpo_verl.estimator.compute_gdpo_advantage"
 
 
+@pytest.mark.slow
 def test_import_verl_alone_registers_our_estimator_in_a_fresh_interpreter():
     env = {k: v for k, v in os.environ.items() if k not in ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")}
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=300)
@@ -40,6 +41,7 @@ def test_registration_is_idempotent():
     assert get_reward_manager_cls("gdpo_multi") is MultiRewardManager
 
 
+@pytest.mark.slow
 def test_ray_worker_gets_our_estimator_from_import_verl():
     ray = pytest.importorskip("ray")
 

@@ -191,6 +191,7 @@ def test_every_documented_command_composes(task):
                 assert cfg.algorithm.adv_estimator == method
 
 
+@pytest.mark.slow
 def test_documented_command_finds_the_recipe():
     # Exactly the documented command, run from the repository root (it starts nothing with --cfg job).
     out = subprocess.run(

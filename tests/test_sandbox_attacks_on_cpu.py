@@ -320,6 +320,7 @@ print(json.dumps({"layers": sandbox.plan().layers, "runs": out}))
 """
 
 
+@pytest.mark.slow
 def test_attacks_fail_as_a_non_root_user(host):
     setpriv, python = shutil.which("setpriv"), "/usr/bin/python3"
     if os.geteuid() != 0 or setpriv is None or not os.path.exists(python):
