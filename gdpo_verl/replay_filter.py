@@ -130,7 +130,8 @@ class GDPOReplayBuffer(ReplayBuffer):
     def __init__(self, trainer_mode, trainer_config, max_off_policy_threshold, max_off_policy_strategy,
                  sampler_kwargs, refill_fn=None, **verl_kwargs):  # fmt: skip
         kw = dict(sampler_kwargs or {})
-        poll = float(kw.get("poll_interval", DEFAULT_POLL_INTERVAL))
+        poll = kw.get("poll_interval")
+        poll = DEFAULT_POLL_INTERVAL if poll is None else float(poll)
         if not (math.isfinite(poll) and poll > 0):
             raise ValueError(f"{SAMPLER_KEY}.sampler_kwargs.poll_interval={poll} must be a positive number of seconds")
         self.group_filter = check_choice(
@@ -213,4 +214,3 @@ class GDPOReplayBuffer(ReplayBuffer):
 
 class GDPOReplayBufferAsync(GDPOReplayBuffer, ReplayBufferAsync):
     """The same for verl's async trainer modes (``ReplayBufferAsync``'s sampling, this module's filter)."""
-

@@ -71,9 +71,7 @@ def classify_groups(scores: torch.Tensor, uids, weights: Sequence[float]) -> Gro
             torch.where(total_constant, REASONS.index(KEPT_ANY_COMPONENT), REASONS.index(KEPT_TOTAL_VARIES)),
         ),
     )
-    first = torch.full((n,), len(group), dtype=torch.int64).scatter_reduce(
-        0, group, torch.arange(len(group)), "amin"
-    )
+    first = torch.full((n,), len(group), dtype=torch.int64).scatter_reduce(0, group, torch.arange(len(group)), "amin")
     uid_array = np.asarray(uids, dtype=object)
     return GroupVerdict(
         uids=uid_array[first.numpy()],
