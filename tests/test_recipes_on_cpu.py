@@ -41,7 +41,9 @@ def compose_recipe(name: str):
 
 
 def test_all_recipes_and_scripts_are_there():
-    assert sorted(p.stem for p in RECIPES.glob("*.yaml")) == sorted([*NAMES, "demo", "gdpo_trainer"])
+    assert sorted(p.stem for p in RECIPES.glob("*.yaml")) == sorted(
+        [*NAMES, "demo", "demo_common", "demo_toolcall_scale", "gdpo_trainer"]
+    )
     # one script per task, plus the shared launcher they all exec
     assert sorted(p.stem for p in RECIPES.glob("*.sh")) == sorted([*TASKS, "launch"])
 
