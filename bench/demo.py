@@ -190,7 +190,14 @@ def main() -> None:
         for method in args.methods:
             a, b = ([r["wall"] for (v, m, _, _), r in runs.items() if v == n and m == method] for n in names[:2])
             print(f"{method}: wall {names[1]}/{names[0]} = {statistics.median(b) / statistics.median(a):.3f}")
-    variant = next(iter(variants))
+    if len(variants) > 1:
+        print("\n| variant | method | reward | first 3 steps | last 5 steps | step reaching the half-way target |")
+        print("|---|---|---|---|---|---|")
+        for (variant, method, seed, rep), r in runs.items():
+            for name, top in rewards.items():
+                start, end, reached = learning(r["steps"], name, top)
+                print(f"| {variant} | {method} seed {seed} r{rep} | {name} | {start:.3f} | {end:.3f} | {reached} |")
+    variant = next(iter(variants))  # the tables below: the first variant, first repeat
     runs = {(m, s): r for (v, m, s, rep), r in runs.items() if v == variant and rep == 0}
 
     print("\n| method | wall s (median) | peak RSS GiB (max) | s/step (median) | advantage ms (median) |")
