@@ -1,18 +1,27 @@
-"""Benchmark: the CPU demo, GDPO vs GRPO, several seeds: learning, seconds per step, wall time, peak memory.
+"""Benchmark: a CPU demo, GDPO vs GRPO, several seeds: learning, seconds per step, wall time, peak memory.
 
-Run: .venv/bin/python bench/demo.py --seeds 0 1 2            (about 3-4 minutes per run on 2 cores)
-Each run is ``python -m gdpo_verl.main algorithm.adv_estimator=M seed=S`` (the embedded demo), one after another,
-into ``--out`` (default bench_out/demo). Prints, from the runs' own metrics.jsonl:
-  per run     wall s, peak RSS of the process tree (GiB), median s/step (steps 2+), median s in the advantage step
+Run: .venv/bin/python bench/demo.py --seeds 0 1 2            (about 2-4 minutes per run on 2 cores)
+     .venv/bin/python bench/demo.py --config-name demo_toolcall_scale --rewards format:1 correctness:3 \
+         --seeds 0 1 2 3 4 --plot docs/demo_toolcall_scale.png    (a second experiment; reward:max)
+     .venv/bin/python bench/demo.py --methods gdpo --seeds 0 --variant before=/path/to/old/tree --variant after=.
+         (the same runs with each source tree first on PYTHONPATH, alternating, to compare code side by side)
+Each run is ``python -m gdpo_verl.main [--config-name C] algorithm.adv_estimator=M seed=S``, one after another,
+into ``--out`` (default bench_out/<config name>). Prints, from the runs' own metrics.jsonl:
+  per run     wall s, peak RSS of the process tree (GiB), median s/step (steps 2+), median timing_s/gen as a
+              fraction of the step, median s in the advantage step, final validation rewards
   per method  GDPO/GRPO ratios of those timings (measured side by side in this invocation)
   learning    per reward: mean over the first 3 steps, mean over the last 5, and the first step whose 3-step
-              moving average reaches the target (start + 50% of the way to 1.0); median over seeds
-and writes the per-reward curves of all runs (median and IQR band over seeds) to docs/learning.png.
+              moving average reaches the target (start + 50% of the way to the reward's max); median over seeds,
+              with 95% bootstrap intervals over seeds (10000 resamples) of the mean final value and steps-to-target
+              (a seed that never reaches it counts as steps+1: a censored, optimistic value)
+  collapse    median over steps of gdpo/collapse/distinct_{gdpo,grpo} (distinct advantages per batch)
+and writes the per-reward curves of all runs (median and IQR band over seeds) to --plot (docs/learning.png).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -20,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 
 from gdpo_verl.tools.runs import training_rows
@@ -27,11 +37,11 @@ from gdpo_verl.tools.runs import training_rows
 REWARDS = ("format", "correctness", "brevity")
 
 
-def run_tree_peak_rss(cmd: list[str], log: Path) -> tuple[int, float, float]:
+def run_tree_peak_rss(cmd: list[str], log: Path, env: dict | None = None) -> tuple[int, float, float]:
     """Run ``cmd``; return (exit code, wall seconds, peak summed RSS of its process tree in GiB)."""
     peak = 0
     with open(log, "w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
         start = time.monotonic()
         done = threading.Event()
 
@@ -54,49 +64,141 @@ def run_tree_peak_rss(cmd: list[str], log: Path) -> tuple[int, float, float]:
     return code, time.monotonic() - start, peak / 2**30
 
 
-def learning(steps: list[dict], name: str) -> tuple[float, float, int | None]:
+def learning(steps: list[dict], name: str, top: float = 1.0) -> tuple[float, float, int | None]:
     values = [s[f"gdpo/{name}/mean"] for s in steps]
     start, end = statistics.mean(values[:3]), statistics.mean(values[-5:])
-    target = start + 0.5 * (1.0 - start)
+    target = start + 0.5 * (top - start)
     moving = [statistics.mean(values[max(0, i - 2) : i + 1]) for i in range(len(values))]
     reached = next((steps[i]["step"] for i, v in enumerate(moving) if i >= 2 and v >= target), None)
     return start, end, reached
+
+
+def bootstrap_ci(values, resamples: int = 10000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean of ``values`` (resampled with replacement)."""
+    x = np.asarray(values, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(x), size=(resamples, len(x)))
+    lo, hi = np.percentile(x[idx].mean(axis=1), [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def parse_rewards(specs: list[str]) -> dict[str, float]:
+    """``name[:max]`` -> {name: max} (max defaults to 1.0)."""
+    out = {}
+    for spec in specs:
+        name, _, top = spec.partition(":")
+        out[name] = float(top) if top else 1.0
+    return out
+
+
+def parse_variants(specs: list[str]) -> dict[str, Path | None]:
+    """``NAME=SOURCE_DIR`` -> {name: dir}; none given: one unnamed variant running the current environment."""
+    if not specs:
+        return {"": None}
+    out = {}
+    for spec in specs:
+        name, sep, src = spec.partition("=")
+        if not sep or not name or not Path(src, "gdpo_verl").is_dir():
+            raise SystemExit(f"--variant {spec!r}: expected NAME=SOURCE_DIR with SOURCE_DIR/gdpo_verl present")
+        out[name] = Path(src).resolve()
+    return out
+
+
+def final_validation(out: Path, names) -> dict[str, float]:
+    """The last logged ``val-core/.../<name>/mean@1``-style validation value per reward (empty when none)."""
+    from gdpo_verl.tools.runs import read_rows
+
+    last = {}
+    for row in read_rows(out / "metrics.jsonl"):
+        for key, value in row.items():
+            if key.startswith("val") and key.endswith("/mean@1"):
+                for name in names:
+                    if f"/{name}/" in key:
+                        last[name] = value
+    return last
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=["gdpo", "grpo"], choices=["gdpo", "grpo"])
-    parser.add_argument("--out", type=Path, default=Path("bench_out/demo"))
+    parser.add_argument("--config-name", default="demo", help="recipe to run (gdpo_verl.main --config-name)")
+    parser.add_argument("--rewards", nargs="+", default=list(REWARDS), help="reward[:max] names to report")
+    parser.add_argument("--variant", action="append", default=[], help="NAME=SOURCE_DIR (repeatable)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per (variant, method, seed), alternating")
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=Path("docs/learning.png"))
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_args()
+    rewards = parse_rewards(args.rewards)
+    variants = parse_variants(args.variant)
+    args.out = args.out or Path("bench_out") / args.config_name
+    first = next(iter(rewards))
 
     runs = {}
     for seed in args.seeds:
+        for rep in range(args.repeats):
+            for method in args.methods:
+                for variant, src in variants.items():
+                    tag = "-".join(
+                        x for x in (variant, method, f"seed{seed}", f"r{rep}" if args.repeats > 1 else "") if x
+                    )
+                    out = (args.out / tag).resolve()
+                    out.mkdir(parents=True, exist_ok=True)
+                    env = dict(os.environ)
+                    if src is not None:
+                        env["PYTHONPATH"] = os.pathsep.join([str(src), *filter(None, [env.get("PYTHONPATH")])])
+                    cmd = [sys.executable, "-m", "gdpo_verl.main", "--config-name", args.config_name,
+                           f"algorithm.adv_estimator={method}", f"seed={seed}", f"launch.output_dir={out}",
+                           *args.overrides]  # fmt: skip
+                    print(f"[bench] {tag} -> {out}", file=sys.stderr, flush=True)
+                    code, wall, peak = run_tree_peak_rss(cmd, out / "run.log", env)
+                    if code != 0:
+                        raise SystemExit(f"{tag} failed (exit {code}); see {out / 'run.log'}")
+                    steps = [s for s in training_rows(out / "metrics.jsonl") if f"gdpo/{first}/mean" in s]
+                    r = runs[(variant, method, seed, rep)] = {
+                        "dir": out,
+                        "wall": wall,
+                        "peak": peak,
+                        "step_s": statistics.median(s["timing_s/step"] for s in steps[1:]),
+                        "gen_frac": statistics.median(s["timing_s/gen"] / s["timing_s/step"] for s in steps[1:]),
+                        "adv_s": statistics.median(s["timing_s/adv"] for s in steps[1:]),
+                        "steps": steps,
+                        "val": final_validation(out, rewards),
+                    }
+                    val = " ".join(f"{k}={v:.3f}" for k, v in r["val"].items())
+                    print(
+                        f"{tag}: wall {wall:.0f} s, peak RSS {peak:.2f} GiB, {r['step_s']:.2f} s/step, gen "
+                        f"{r['gen_frac']:.0%} of a step, advantage step {r['adv_s'] * 1e3:.1f} ms, {len(steps)} steps, "
+                        f"final validation: {val or 'none'}",
+                        flush=True,
+                    )
+    if len(variants) > 1:
+        print("\n| variant | method | wall s (median) | s/step (median) | gen / step (median) | final validation |")
+        print("|---|---|---|---|---|---|")
+        for variant in variants:
+            for method in args.methods:
+                rs = [r for (v, m, _, _), r in runs.items() if v == variant and m == method]
+                val = {k: statistics.median(r["val"][k] for r in rs if k in r["val"]) for k in rs[0]["val"]}
+                print(
+                    f"| {variant} | {method} | {statistics.median(r['wall'] for r in rs):.0f} | "
+                    f"{statistics.median(r['step_s'] for r in rs):.2f} | "
+                    f"{statistics.median(r['gen_frac'] for r in rs):.0%} | "
+                    + " ".join(f"{k} {v:.3f}" for k, v in val.items())
+                    + " |"
+                )
+        names = list(variants)
         for method in args.methods:
-            out = (args.out / f"{method}-seed{seed}").resolve()
-            out.mkdir(parents=True, exist_ok=True)
-            cmd = [sys.executable, "-m", "gdpo_verl.main", f"algorithm.adv_estimator={method}", f"seed={seed}",
-                   f"launch.output_dir={out}", *args.overrides]  # fmt: skip
-            print(f"[bench] {method} seed={seed} -> {out}", file=sys.stderr, flush=True)
-            code, wall, peak = run_tree_peak_rss(cmd, out / "run.log")
-            if code != 0:
-                raise SystemExit(f"{method} seed={seed} failed (exit {code}); see {out / 'run.log'}")
-            steps = [s for s in training_rows(out / "metrics.jsonl") if "gdpo/format/mean" in s]
-            runs[(method, seed)] = {
-                "wall": wall,
-                "peak": peak,
-                "step_s": statistics.median(s["timing_s/step"] for s in steps[1:]),
-                "adv_s": statistics.median(s["timing_s/adv"] for s in steps[1:]),
-                "steps": steps,
-            }
-            r = runs[(method, seed)]
-            print(
-                f"{method} seed={seed}: wall {wall:.0f} s, peak RSS {peak:.2f} GiB, {r['step_s']:.2f} s/step, "
-                f"advantage step {r['adv_s'] * 1e3:.1f} ms, {len(steps)} steps",
-                flush=True,
-            )
+            a, b = ([r["wall"] for (v, m, _, _), r in runs.items() if v == n and m == method] for n in names[:2])
+            print(f"{method}: wall {names[1]}/{names[0]} = {statistics.median(b) / statistics.median(a):.3f}")
+    if len(variants) > 1:
+        print("\n| variant | method | reward | first 3 steps | last 5 steps | step reaching the half-way target |")
+        print("|---|---|---|---|---|---|")
+        for (variant, method, seed, rep), r in runs.items():
+            for name, top in rewards.items():
+                start, end, reached = learning(r["steps"], name, top)
+                print(f"| {variant} | {method} seed {seed} r{rep} | {name} | {start:.3f} | {end:.3f} | {reached} |")
+    variant = next(iter(variants))  # the tables below: the first variant, first repeat
+    runs = {(m, s): r for (v, m, s, rep), r in runs.items() if v == variant and rep == 0}
 
     print("\n| method | wall s (median) | peak RSS GiB (max) | s/step (median) | advantage ms (median) |")
     print("|---|---|---|---|---|")
@@ -111,23 +213,40 @@ def main() -> None:
         g, b = summary["gdpo"], summary["grpo"]
         print(f"\nGDPO/GRPO: s/step {g['step_s'] / b['step_s']:.3f}, advantage step {g['adv_s'] / b['adv_s']:.3f}")
 
-    print("\n| method | reward | first 3 steps | last 5 steps | step reaching start+50% of the way to 1 |")
+    print(
+        "\n| method | reward | first 3 steps | last 5 steps [95% CI of the mean] | "
+        "step reaching start+50% of the way to max (median) [95% CI of the mean, censored at steps+1] |"
+    )
     print("|---|---|---|---|---|")
     for method in args.methods:
-        for name in REWARDS:
-            rows = [learning(runs[(method, s)]["steps"], name) for s in args.seeds]
+        for name, top in rewards.items():
+            steps_list = [runs[(method, s)]["steps"] for s in args.seeds]
+            rows = [learning(st, name, top) for st in steps_list]
             reached = [r[2] for r in rows]
             hit = sorted(x for x in reached if x is not None)
+            censored = [x if x is not None else len(st) + 1 for x, st in zip(reached, steps_list, strict=True)]
             when = f"{statistics.median(hit):.0f} ({len(hit)}/{len(rows)} seeds)" if hit else f"never (0/{len(rows)})"
+            end_lo, end_hi = bootstrap_ci([r[1] for r in rows])
+            hit_lo, hit_hi = bootstrap_ci(censored)
             print(
                 f"| {method} | {name} | {statistics.median(r[0] for r in rows):.3f} | "
-                f"{statistics.median(r[1] for r in rows):.3f} | {when} |"
+                f"{statistics.median(r[1] for r in rows):.3f} [{end_lo:.3f}, {end_hi:.3f}] | "
+                f"{when} [{hit_lo:.1f}, {hit_hi:.1f}] |"
             )
+
+    print("\n| method | distinct advantages per batch, GDPO (median over steps and seeds) | same batch, GRPO |")
+    print("|---|---|---|")
+    for method in args.methods:
+        per = {
+            k: [s[f"gdpo/collapse/distinct_{k}"] for seed in args.seeds for s in runs[(method, seed)]["steps"]]
+            for k in ("gdpo", "grpo")
+        }
+        print(f"| {method} | {statistics.median(per['gdpo']):.0f} | {statistics.median(per['grpo']):.0f} |")
 
     from gdpo_verl.tools.plot import plot_runs
 
     args.plot.parent.mkdir(parents=True, exist_ok=True)
-    png = plot_runs([args.out / f"{m}-seed{s}" for m in args.methods for s in args.seeds], args.plot,
+    png = plot_runs([runs[(m, s)]["dir"] for m in args.methods for s in args.seeds], args.plot,
                     labels=[f"{m}-seed{s}" for m in args.methods for s in args.seeds], smooth=3)  # fmt: skip
     print(f"\nplot: {png}")
 

@@ -67,6 +67,11 @@ def test_patched_and_relied_upon_verl_functions_are_unchanged():
         assert _sha256_of_source(func) == patches.PINNED_SOURCE_SHA256[name], f"verl changed {name}"
     (pinned,) = engine.PINNED_SOURCE_SHA256.values()
     assert _sha256_of_source(FSDPEngine._build_fsdp_module) == pinned, "verl changed FSDPEngine._build_fsdp_module"
+    # the preset's sampler (gdpo_verl.replay_filter): constructor contract, polling loop, group-filter hook
+    from gdpo_verl import replay_filter
+
+    for name, obj in replay_filter.pinned_objects().items():
+        assert _sha256_of_source(obj) == replay_filter.PINNED_SOURCE_SHA256[name], f"verl changed {name}"
 
 
 # --- start-up checks and the preset ----------------------------------------------------------------------------------
@@ -101,6 +106,15 @@ def test_cpu_overrides_compose_with_verls_trainer_config():
     env_vars = config.ray_kwargs.ray_init.runtime_env.env_vars
     assert env_vars.GDPO_VERL_DEVICE == "cpu"
     assert "gdpo_verl.cpu.autoload" in env_vars.VERL_USE_EXTERNAL_MODULES.split(",")
+    assert env_vars.OMP_NUM_THREADS == "1"
+    sampler = config.trainer.v1.sampler
+    assert (sampler.custom_sampler.path, sampler.custom_sampler.name) == (
+        "pkg://gdpo_verl.replay_filter",
+        "GDPOReplayBuffer",
+    )
+    kwargs = sampler.sampler_kwargs
+    assert kwargs.poll_interval == 0.05 and kwargs.group_filter == "metric"
+    assert kwargs.train_batch_size == config.data.train_batch_size and kwargs.algorithm == config.algorithm
 
 
 # --- HF rollout: sampling rules and the server -----------------------------------------------------------------------

@@ -62,3 +62,45 @@ def test_rewards_never_raise_and_stay_binary(response, truth):
 def test_docstring_examples():
     result = doctest.testmod(gdpo_verl.demo.rewards)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- the reward-scale demo (gdpo_verl.demo.scale_rewards): format {0,1}, partial-credit correctness [-3,3] ---------
+
+SCALE_CASES = [
+    ("<a>7</a>", "7", (1.0, 3.0)),
+    ("<a>8</a>", "7", (1.0, 2.0)),
+    ("<a>4</a>", 7, (1.0, 0.0)),
+    ("<a>1</a>", "7", (1.0, -3.0)),
+    ("<a>18</a>", "0", (1.0, -3.0)),
+    ("<a> 7 </a>", "7", (0.0, 3.0)),  # correct but badly formatted: format is not implied by correctness
+    ("<a>1</a><a>7</a>", "7", (0.0, 3.0)),
+    ("<a>7</a>.", "7", (0.0, 3.0)),
+    ("<a>-1</a>", "0", (1.0, 2.0)),
+    ("7", "7", (0.0, -3.0)),
+    ("<a>seven</a>", "7", (0.0, -3.0)),
+    ("<a>7", "7", (0.0, -3.0)),
+    ("", "7", (0.0, -3.0)),
+]
+
+
+@pytest.mark.parametrize(("response", "truth", "expected"), SCALE_CASES)
+def test_scale_rewards_on_hand_computed_cases(response, truth, expected):
+    from gdpo_verl.demo.scale_rewards import format_reward as scale_format
+    from gdpo_verl.demo.scale_rewards import partial_correctness_reward
+
+    assert (scale_format(response, truth), partial_correctness_reward(response, truth)) == expected
+
+
+@given(st.text(max_size=40), st.integers(min_value=0, max_value=18))
+def test_partial_correctness_never_raises_and_stays_in_range(response, truth):
+    from gdpo_verl.demo.scale_rewards import partial_correctness_reward
+
+    assert -3.0 <= partial_correctness_reward(response, truth) <= 3.0
+    assert partial_correctness_reward(f"<a>{truth}</a>", truth) == 3.0
+
+
+def test_scale_rewards_docstring_examples():
+    import gdpo_verl.demo.scale_rewards
+
+    result = doctest.testmod(gdpo_verl.demo.scale_rewards)
+    assert result.attempted >= 3 and result.failed == 0

@@ -45,7 +45,9 @@ def compose_recipe(task: str, method: str | None = None, overrides=()):
 
 
 def test_all_recipes_and_scripts_are_there():
-    assert sorted(p.stem for p in RECIPES.glob("*.yaml")) == sorted([*TASKS, "demo", "gdpo_trainer"])
+    assert sorted(p.stem for p in RECIPES.glob("*.yaml")) == sorted(
+        [*TASKS, "demo", "demo_common", "demo_toolcall_scale", "gdpo_trainer"]
+    )
     assert sorted(p.stem for p in (RECIPES / "method").glob("*.yaml")) == sorted(METHODS)
     for task in TASKS:  # the method after the recipe's own keys, so the method's keys win
         assert yaml.safe_load((RECIPES / f"{task}.yaml").read_text())["defaults"] == [

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gdpo_verl.demo import rewards as toy
+from gdpo_verl.demo import scale_rewards
 from gdpo_verl.rewards import gsm8k, length, math_answer, toolcall
 
 TOOL_TRUTH = '<think>t</think>\n<tool_call>\n{"name": "f", "parameters": {"x": 1}}\n</tool_call>'
@@ -20,6 +21,7 @@ REWARDS = [
     (toy.format_reward, "7", 7),
     (toy.correctness_reward, "7", 7),
     (toy.brevity_reward, "7", 7),
+    (scale_rewards.partial_correctness_reward, "7", 7),
     (gsm8k.correctness_reward, "x #### 72", 72),
     (gsm8k.integer_reward, "x #### 72", 72),
     (gsm8k.format_reward, "x #### 72", 72),
@@ -29,7 +31,8 @@ REWARDS = [
     (lambda solution_str, ground_truth: length.length_reward(solution_str, max_chars=100), "", None),
 ]
 IDS = [f"{f.__module__.rsplit('.', 1)[1]}.{f.__name__}" for f, _, _ in REWARDS[:-1]] + ["length.length_reward"]
-HOSTILE_RESPONSES = [None, 5, 2.5, float("nan"), b"<a>7</a>", b"\xff\xfe", ["<a>7</a>"], {"a": 1}, "", "\x00" * 10]
+HOSTILE_RESPONSES = [None, 5, 2.5, float("nan"), b"<a>7</a>", b"\xff\xfe", ["<a>7</a>"], {"a": 1}, "", "\x00" * 10,
+                     "<a>" + "9" * 5000 + "</a>"]  # fmt: skip
 
 
 @pytest.mark.parametrize(("fn", "truth", "number"), REWARDS, ids=IDS)

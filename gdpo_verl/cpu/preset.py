@@ -10,6 +10,9 @@ batch sizes, lengths, learning rates...). What each group does:
 * training engine: FSDP2 (FSDP1 insists on an accelerator ``device_id``), ``sdpa`` attention and no
   remove-padding (both otherwise need FlashAttention), no ``torch.compile``, fp32 parameters and compute.
 * rollout: ``rollout.name=hf`` (:mod:`gdpo_verl.cpu.hf_rollout`), one process per replica, fp32.
+* sampling: the V1 trainer's replay buffer is :class:`gdpo_verl.replay_filter.GDPOReplayBuffer` polling TransferQueue
+  every :data:`POLL_INTERVAL_S` s instead of verl's 2 s (on CPU a demo step spent most of its ``gen`` time waiting
+  for the next poll); ``trainer.v1.sampler.custom_sampler.path=null`` (and ``.name=null``) restores verl's sampler.
 * process counts: one agent-loop worker, one reward worker, one TransferQueue storage unit, no dataloader
   worker processes (each extra process costs ~0.5 GB of RAM and seconds of start-up on a small machine).
 """
@@ -20,6 +23,10 @@ from gdpo_verl.cpu.activation import worker_env_vars
 from gdpo_verl.cpu.hf_rollout import ROLLOUT_NAME
 
 _RAY_CPUS_PER_SLOT = 3  # ResourcePoolManager's max_colocate_count: CPUs per placement-group bundle
+#: torch/OpenMP intra-op threads of every Ray worker. The demo's tensors are tiny; on a busy 2-core machine two
+#: threads per process measured 3-10x slower than one (oversubscription: ~10 processes share the cores).
+WORKER_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+POLL_INTERVAL_S = 0.05  # replay-buffer poll; verl's default is 2.0
 _RAY_CPUS_EXTRA = 4  # TransferQueue controller + storage unit, and room to schedule the remaining actors
 
 
@@ -40,7 +47,9 @@ def cpu_overrides(num_procs: int = 1) -> list[str]:
     """Hydra overrides for verl's ``ppo_trainer`` config that run it on CPU with ``num_procs`` FSDP ranks."""
     if num_procs < 1:
         raise ValueError(f"num_procs must be >= 1, got {num_procs}")
-    env_vars = cpu_runtime_env()["env_vars"]
+    from gdpo_verl.replay_filter import sampler_overrides  # imports verl's replay buffer: only when asked
+
+    env_vars = {**cpu_runtime_env()["env_vars"], **WORKER_THREAD_ENV}
     ray_env = [f"++ray_kwargs.ray_init.runtime_env.env_vars.{k}={_quote(v)}" for k, v in env_vars.items()]
     return [
         # devices and Ray
@@ -71,6 +80,8 @@ def cpu_overrides(num_procs: int = 1) -> list[str]:
         "actor_rollout_ref.rollout.pipeline_model_parallel_size=1",
         "actor_rollout_ref.rollout.dtype=fp32",
         "actor_rollout_ref.rollout.free_cache_engine=False",
+        # sampling
+        *sampler_overrides(poll_interval=POLL_INTERVAL_S),
         # process counts
         "actor_rollout_ref.rollout.agent.num_workers=1",
         "reward.num_workers=1",

@@ -3,7 +3,8 @@
 ``ensure_demo_assets()`` (in ``gdpo_verl.demo.assets``) builds, once and cached, the tokenizer, the tiny
 Qwen2 warm start and the task's verl parquet files. Modules: ``task`` (problems and parquet rows),
 ``tokenizer``, ``model``, ``warmstart`` (noisy SFT), ``evaluate`` (reward rates of a model), ``threads``
-(torch thread count), ``settings`` (build settings), ``assets`` (cache and build). ``DemoAssets``,
+(torch thread count), ``settings`` (build settings), ``assets`` (cache and build), ``rewards`` and
+``scale_rewards`` (the two demos' reward functions). ``DemoAssets``,
 ``DemoSettings`` and ``ensure_demo_assets`` are importable from here, lazily, so importing this package
 stays cheap. Build from a shell with ``python -m gdpo_verl.demo.assets``.
 """
