@@ -67,8 +67,8 @@ def test_patched_and_relied_upon_verl_functions_are_unchanged():
         assert _sha256_of_source(func) == patches.PINNED_SOURCE_SHA256[name], f"verl changed {name}"
     (pinned,) = engine.PINNED_SOURCE_SHA256.values()
     assert _sha256_of_source(FSDPEngine._build_fsdp_module) == pinned, "verl changed FSDPEngine._build_fsdp_module"
-    # the preset's sampler (gdpo_verl.replay_filter): constructor contract, polling loop, group-filter hook
-    from gdpo_verl import replay_filter
+    # the preset's sampler (gdpo_verl.verl_glue.replay_buffer): constructor contract, polling loop, group-filter hook
+    from gdpo_verl.verl_glue import replay_buffer as replay_filter
 
     for name, obj in replay_filter.pinned_objects().items():
         assert _sha256_of_source(obj) == replay_filter.PINNED_SOURCE_SHA256[name], f"verl changed {name}"
@@ -109,7 +109,7 @@ def test_cpu_overrides_compose_with_verls_trainer_config():
     assert env_vars.OMP_NUM_THREADS == "1"
     sampler = config.trainer.v1.sampler
     assert (sampler.custom_sampler.path, sampler.custom_sampler.name) == (
-        "pkg://gdpo_verl.replay_filter",
+        "pkg://gdpo_verl.verl_glue.replay_buffer",
         "GDPOReplayBuffer",
     )
     kwargs = sampler.sampler_kwargs

@@ -12,8 +12,8 @@ keeps a group when ANY component varies inside it:
     kept_singleton          yes   fewer than 2 responses: never filtered (as in verl)
 
 A missing value (NaN; None upstream) abstains: it is ignored by the variation check, and a component with at most
-one present value in a group counts as constant there. Used by :mod:`gdpo_verl.replay_filter`; tested in
-``tests/test_replay_filter_on_cpu.py``.
+one present value in a group counts as constant there. Used by :mod:`gdpo_verl.verl_glue.replay_buffer`; tested in
+``tests/test_replay_buffer_on_cpu.py``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""GDPO's V1 sampler (gdpo_verl.replay_filter) and its keep/drop rule (gdpo_verl.core.group_filter).
+"""GDPO's V1 sampler (gdpo_verl.verl_glue.replay_buffer) and its keep/drop rule (gdpo_verl.core.group_filter).
 
 Hand cases of the rule (constant total but varying components kept, all components constant dropped, missing
 values ignored, singletons kept), the sampler's filter hook against a stand-in TransferQueue, its options and their
 errors, and its construction from the composed config. Run with
-``.venv/bin/python -m pytest tests/test_replay_filter_on_cpu.py``.
+``.venv/bin/python -m pytest tests/test_replay_buffer_on_cpu.py``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gdpo_verl import replay_filter
 from gdpo_verl.core.group_filter import classify_groups
+from gdpo_verl.verl_glue import replay_buffer as replay_filter
 
 NAN = math.nan
 

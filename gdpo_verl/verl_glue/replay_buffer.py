@@ -25,7 +25,7 @@ other mode :class:`GDPOReplayBufferAsync` (the one class name in the config pick
 
 verl internals relied upon (the constructor contract, the polling loop's use of ``poll_interval``, the filter hook
 ``_dapo_filtered_keys`` and its callers) are pinned by the sha256 of their source in :data:`PINNED_SOURCE_SHA256`,
-checked by ``tests/test_replay_filter_on_cpu.py``. Use it on any machine:
+checked by ``tests/test_replay_buffer_on_cpu.py``. Use it on any machine:
     python -m gdpo_verl.main algorithm.filter_groups.enable=true \
         trainer.v1.sampler.sampler_kwargs.group_filter=any_component
 """

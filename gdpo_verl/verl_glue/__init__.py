@@ -1,5 +1,10 @@
 """Every touch point between gdpo-verl and verl 0.9.1, in one place (the CPU backend keeps its own in ``cpu/``).
 
+This package: the registrations and trainer hooks below (``__init__``), and ``replay_buffer`` (the V1 trainer's
+sampler, selected by config through ``trainer.v1.sampler.custom_sampler``; a module of its own because it subclasses
+verl's replay buffer at import, which must not happen before the CPU backend activates). Both pin the verl sources
+they rely on by sha256 (tests/test_verl_glue_on_cpu.py, tests/test_replay_buffer_on_cpu.py, test_cpu_backend).
+
 ``install()`` is called by ``gdpo_verl.plugin`` at ``import verl`` in every process; it is idempotent and does:
 
 1. estimator registry: ``core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"]`` -> ``gdpo_verl.estimator.compute_gdpo_advantage``
