@@ -12,7 +12,8 @@ batch sizes, lengths, learning rates...). What each group does:
 * rollout: ``rollout.name=hf`` (:mod:`gdpo_verl.cpu.hf_rollout`), one process per replica, fp32.
 * sampling: the V1 trainer's replay buffer is :class:`gdpo_verl.verl_glue.replay_buffer.GDPOReplayBuffer`, polling
   TransferQueue every :data:`POLL_INTERVAL_S` s instead of verl's 2 s (on CPU a demo step spent part of its
-  ``gen`` time waiting for the next poll); ``trainer.v1.sampler.custom_sampler.path=null`` (and ``.name=null``) restores verl's sampler.
+  ``gen`` time waiting for the next poll); ``trainer.v1.sampler.custom_sampler.path=null`` (and ``.name=null``)
+  restores verl's sampler.
 * process counts: one agent-loop worker, one reward worker, one TransferQueue storage unit, no dataloader
   worker processes (each extra process costs ~0.5 GB of RAM and seconds of start-up on a small machine).
 """
