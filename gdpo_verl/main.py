@@ -5,7 +5,7 @@ Run (from any directory):
     python -m gdpo_verl.main algorithm.adv_estimator=grpo     # GRPO baseline on the same reward components
     python -m gdpo_verl.main --cfg job                        # print the composed config; starts nothing
     python -m gdpo_verl.main -m algorithm.adv_estimator=grpo,gdpo seed=0,1    # sweep, one job after another
-    python -m gdpo_verl.main --config-name toolcall_gdpo      # a recipe from recipes/ (shipped in the package)
+    python -m gdpo_verl.main --config-name toolcall method=grpo   # a recipe from recipes/ (shipped in the package)
     python -m gdpo_verl.main --config-dir my_configs --config-name my_run   # your own config
 
 A plain Hydra app: its configs are ``recipes/`` (installed as ``gdpo_verl.recipes``); each recipe composes
@@ -111,10 +111,12 @@ def check_dynamic_sampling(cfg: DictConfig) -> None:
         )
 
 
-def validate(cfg: DictConfig) -> None:
-    """Every check that needs no Ray: components, estimator settings, rollout engine, verl's own checks."""
+def validate(cfg: DictConfig) -> RewardSpec | None:
+    """Every check that needs no Ray: components, estimator settings, rollout engine, verl's own checks.
+
+    Returns the validated ``reward.gdpo`` spec (None unless the gdpo_multi manager is selected)."""
     check_dynamic_sampling(cfg)
-    apply_components(cfg)
+    spec = apply_components(cfg)
     if str(cfg.algorithm.adv_estimator) == "gdpo" or cfg.algorithm.get("gdpo_reward_keys"):
         from gdpo_verl.estimator import GDPOSettings
 
@@ -126,6 +128,7 @@ def validate(cfg: DictConfig) -> None:
     from verl.utils.config import validate_config
 
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    return spec
 
 
 def output_dir(cfg: DictConfig) -> Path:
@@ -155,10 +158,10 @@ def prepare(cfg: DictConfig) -> Path:
         env["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
         if cfg.trainer.get("default_local_dir", "").startswith("checkpoints/"):
             cfg.trainer.default_local_dir = str(out / "checkpoints")
-    validate(cfg)
+    spec = validate(cfg)
     OmegaConf.resolve(cfg)  # Ray workers have no Hydra resolvers
-    if cfg.launch.get("probe_rewards", True) and cfg.reward.reward_manager.name == "gdpo_multi":
-        probe_rewards(cfg)
+    if cfg.launch.get("probe_rewards", True) and spec is not None:
+        probe_rewards(cfg, spec)
     return out
 
 
@@ -179,7 +182,7 @@ def _first_rows(files, n: int) -> list[dict]:
     return batch.to_pylist() if batch is not None else []
 
 
-def probe_rewards(cfg: DictConfig) -> None:
+def probe_rewards(cfg: DictConfig, spec: RewardSpec) -> None:
     """Call every reward function on the first rows of the training data with a placeholder response.
 
     Fails before Ray starts, naming the component and the row, when a function raises (or times out, or returns
@@ -190,7 +193,6 @@ def probe_rewards(cfg: DictConfig) -> None:
 
     from gdpo_verl.manager import ComponentScorer
 
-    spec = parse_spec(cfg.reward.get("gdpo"))
     rows = _first_rows(cfg.data.train_files, PROBE_ROWS)
     scorer = ComponentScorer(spec)
     missing: dict[str, tuple[str, ...]] = {}

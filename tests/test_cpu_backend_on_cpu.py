@@ -2,8 +2,7 @@
 activation in a fresh interpreter.
 
 Run: ``.venv/bin/python -m pytest tests/test_cpu_backend_on_cpu.py`` (~1 min, mostly imports). The end-to-end
-training runs through verl's trainers (GDPO and GRPO, V1 and legacy, resume) are in tests/test_e2e_on_cpu.py;
-``python -m gdpo_verl.cpu.smoke --trainer v1|legacy --steps 2`` is a plain-GRPO smoke run of the backend alone.
+training runs through verl's trainers (GDPO and GRPO, V1 and legacy, resume) are in tests/test_e2e_on_cpu.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Per-step GDPO metrics: per-component reward statistics, contributions, errors, and the collapse count.
 
 Computed by the trainer glue (``gdpo_verl.verl_glue``) on each batch (cheap: (bs, K) tensors only) and logged
-through verl's tracking
-(console, file, tensorboard, wandb) under ``gdpo/...``:
+through verl's tracking (console, file, tensorboard, wandb) under ``gdpo/...``:
     gdpo/<name>/{mean,std,min,max}       raw score over non-missing samples
     gdpo/<name>/missing_frac             fraction of samples where the component abstained (NaN)
     gdpo/<name>/zero_var_group_frac      fraction of groups (>= 2 values) where it has zero variance
