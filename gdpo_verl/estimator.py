@@ -12,10 +12,12 @@ Config (under ``algorithm``; verl's AlgoConfig declares the first two):
     gdpo_backend:           fast | verl                  (verl: literal per-reward compute_grpo_outcome_advantage)
     gdpo_epsilon:           1e-6
     norm_adv_by_std_in_grpo: true                        verl's key; false is the paper's "w/o std" variant
-Per component ``name`` the estimator reads ``data.batch["token_level_scores_<name>"]`` (bs, T) when present
-(the score sits on one token, NaN = missing), else the per-response scalars ``non_tensor_batch[name]``
-(upstream's convention, None = missing). verl's V1 trainer does not hand the estimator the reward manager's
-per-sample output; ``gdpo_verl.verl_glue`` fetches it and supplies it with ``supplied_columns``.
+    gdpo_dump_dir:          null                         a folder: each call saves its inputs there (debugging)
+Per component ``name`` the estimator reads ``data.batch["token_level_scores_<name>"]`` (bs, T): the data path with
+the ``gdpo_multi`` manager, in both trainers (layout in ``gdpo_verl.core.token_scores``: each response's value is
+the sum over its tokens, NaN = abstain). Only upstream-style configs (another reward manager whose
+``compute_score`` returns a dict) take the scalar path: the per-response values ``non_tensor_batch[name]``
+(None = missing); ``gdpo_verl.verl_glue`` puts them there in verl's V1 trainer too.
 
 KL in reward (``algorithm.use_kl_in_reward=true``): verl subtracts the per-token KL penalty from
 ``token_level_rewards``; the estimator adds that penalty's per-response sum,
@@ -25,9 +27,10 @@ final normalization, so it is never dropped (it stays unnormalized, as in GRPO w
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
+import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -45,25 +48,10 @@ from gdpo_verl.core.advantage import (
     gdpo_advantages,
 )
 from gdpo_verl.core.choices import check_choice
+from gdpo_verl.core.token_scores import SCORE_PREFIX, per_response
 
 NAME = "gdpo"
-SCORE_PREFIX = "token_level_scores_"
 BACKENDS = ("fast", "verl")
-
-
-_SUPPLIED: dict[str, np.ndarray] = {}
-
-
-@contextlib.contextmanager
-def supplied_columns(columns: Mapping[str, np.ndarray]):
-    """Per-response columns (name -> (bs,) array) the estimator may read like ``non_tensor_batch`` entries
-    during this block; batch fields and real non-tensor entries take precedence."""
-    _SUPPLIED.clear()
-    _SUPPLIED.update(columns)
-    try:
-        yield
-    finally:
-        _SUPPLIED.clear()
 
 
 def _get(config, key, default=None):
@@ -174,7 +162,7 @@ def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tens
                 raise ValueError(f"batch[{field!r}] must be (bs={bs}, response_length); got {tuple(scores.shape)}")
             if not (scores.dtype.is_floating_point or scores.dtype in (torch.int32, torch.int64, torch.bool)):
                 raise ValueError(f"batch[{field!r}] must hold numbers; got dtype {scores.dtype}")
-            columns.append(scores.to(torch.float64).sum(dim=-1))
+            columns.append(per_response(scores))
         elif key in non_tensor:
             values = numeric_column(non_tensor[key], f"non_tensor_batch[{key!r}]", bs)
             columns.append(torch.from_numpy(values).to(device))
@@ -184,7 +172,9 @@ def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tens
                 f"GDPO reward component {key!r} has neither batch[{field!r}] nor non_tensor_batch[{key!r}]. "
                 f"Per-reward tensors present: {have_tensors or 'none'}; non-tensor keys present: "
                 f"{sorted(non_tensor.keys())}. Check algorithm.gdpo_reward_keys against what the reward manager "
-                "returns."
+                "returns (with reward.reward_manager.name=gdpo_multi the tensors come from "
+                "actor_rollout_ref.rollout.agent.agent_loop_manager_class="
+                "gdpo_verl.verl_glue.agent_loop.GDPOAgentLoopManager)."
             )
     return torch.stack(columns, dim=1)
 
@@ -242,8 +232,7 @@ def compute_gdpo_advantage(
     if index is None:
         raise ValueError("adv_estimator=gdpo needs the batch's 'uid' (group ids) in non_tensor_batch")
     bs = response_mask.shape[0]
-    columns = {**_SUPPLIED, **(non_tensor_batch or {})}
-    scores = collect_scores(settings.keys, batch, columns, bs, response_mask.device)
+    scores = collect_scores(settings.keys, batch, non_tensor_batch, bs, response_mask.device)
     offset = None
     if _get(config, "use_kl_in_reward", False) and batch is not None and "token_level_scores" in batch.keys():
         offset = (token_level_rewards - batch["token_level_scores"]).sum(-1)
@@ -263,7 +252,31 @@ def compute_gdpo_advantage(
             conditions=settings.conditions,
             offset=offset,
         )
+    dump_dir = _get(config, "gdpo_dump_dir", None)
+    if dump_dir:
+        dump_inputs(str(dump_dir), settings.keys, batch, index, response_mask, scores, adv)
     return adv, adv
+
+
+def dump_inputs(folder: str, keys, batch, index, response_mask, scores, advantages) -> str:
+    """Save one call's inputs and output to ``folder/estimator-<time>-<pid>.pt`` (``algorithm.gdpo_dump_dir``):
+    the per-reward tensors as received, response_mask, uid, the (bs, K) per-response scores, the advantages."""
+    os.makedirs(folder, exist_ok=True)
+    present = set(batch.keys()) if batch is not None else set()
+    fields = {k: batch[SCORE_PREFIX + k].detach().cpu() for k in keys if SCORE_PREFIX + k in present}
+    path = os.path.join(folder, f"estimator-{time.time_ns()}-{os.getpid()}.pt")
+    torch.save(
+        {
+            "keys": list(keys),
+            "token_level_scores": fields,
+            "response_mask": response_mask.detach().cpu(),
+            "uid": [str(u) for u in np.asarray(index, dtype=object)],
+            "scores": scores.detach().cpu(),
+            "advantages": advantages.detach().cpu(),
+        },
+        path,
+    )
+    return path
 
 
 __all__ = ["BACKENDS", "FINAL_NORMS", "GDPOSettings", "compute_gdpo_advantage"]

@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gdpo_verl.components import RewardSpec, parse_spec, resolve
 from gdpo_verl.core.choices import check_choice
-from gdpo_verl.verl_glue import EXTERNAL_MODULES_ENV, with_external_modules
+from gdpo_verl.verl_glue import EXTERNAL_MODULES_ENV, check_run_config, with_external_modules
 
 PLUGIN_MODULE = "gdpo_verl.plugin"
 METRICS_FILE = "metrics.jsonl"
@@ -116,6 +116,7 @@ def validate(cfg: DictConfig) -> RewardSpec | None:
 
     Returns the validated ``reward.gdpo`` spec (None unless the gdpo_multi manager is selected)."""
     check_dynamic_sampling(cfg)
+    check_run_config(cfg)
     spec = apply_components(cfg)
     if str(cfg.algorithm.adv_estimator) == "gdpo" or cfg.algorithm.get("gdpo_reward_keys"):
         from gdpo_verl.estimator import GDPOSettings
@@ -249,6 +250,9 @@ def run(cfg: DictConfig) -> Path:
         )
         return out
     importlib.import_module(PLUGIN_MODULE)
+    from gdpo_verl.verl_glue import registered
+
+    print(f"[gdpo-verl] verl registries in the driver: {registered()}", flush=True)
     os.environ["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
     from verl.trainer.main_ppo import run_ppo
 

@@ -12,14 +12,21 @@ Per sample it returns verl's ``{"reward_score", "reward_extra_info"}``:
   reward_extra_info  every component's raw score under its name (NaN where it abstains), and per component the
                      flags ``gdpo_error_<name>`` (its call failed, under ``on_error: nan``), ``gdpo_nonfinite_<name>``
                      (it returned inf or NaN; also an error) and ``gdpo_missing_<name>`` (its dict result lacked the
-                     component's key), each 1.0 or 0.0.
-Every sample carries every key, so verl's "keys from the first sample" rule loses nothing.
+                     component's key), each 1.0 or 0.0; for a process reward also ``gdpo_tokens_<name>``.
+Every sample carries every key but ``gdpo_tokens_*``, so verl's "keys from the first sample" rule loses nothing.
+The rollout workers (``gdpo_verl.verl_glue.agent_loop``) turn these into the per-reward tensors
+``token_level_scores_<name>`` that travel with the batch to the estimator (``gdpo_verl.core.token_scores``).
+
+Process (token-level) rewards: a function may return, for a component, one number per response token (a list,
+tuple, 1-D numpy array or tensor whose length is ``response_length``); the values land in that component's tensor
+as given and the component's value (its key in reward_extra_info, the group step) is their sum, as verl's GRPO
+sums ``token_level_rewards``. A sequence of another length, or with a non-finite value, is a failure.
 
 What counts as a failure (goes through ``on_error``): any exception (``SystemExit`` included), a time-out, a value
-that is not a real number, None or a dict (a string, a 2-element tensor, ...), a number that does not fit a float
-(``10**400``), and inf or NaN. ``raise`` stops with ``RewardFunctionError`` naming the component, its function,
-the data source and a clipped response; ``nan`` makes the component abstain for that sample. ``None`` (or a dict
-without the key, for mixed data sources) is a deliberate abstention, not a failure.
+that is not a real number, None, per-token numbers or a dict (a string, a 2-D array, ...), a number that does not
+fit a float (``10**400``), and inf or NaN. ``raise`` stops with ``RewardFunctionError`` naming the component, its
+function, the data source and a clipped response; ``nan`` makes the component abstain for that sample. ``None`` (or a
+dict without the key, for mixed data sources) is a deliberate abstention, not a failure.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from gdpo_verl.components import ERROR_PREFIX, MISSING_PREFIX, NONFINITE_PREFIX, RewardSpec, parse_spec, resolve
 from gdpo_verl.core.advantage import apply_conditions, weight_vector
+from gdpo_verl.core.token_scores import TOKENS_PREFIX
 from gdpo_verl.reward_calls import RewardCaller, describe
 
 NAME = "gdpo_multi"
@@ -58,17 +66,53 @@ class ComponentValue:
     error: str | None = None
     nonfinite: bool = False
     missing_from: tuple[str, ...] | None = None  # the keys of a dict result that lacked the component's key
+    tokens: tuple[float, ...] | None = None  # a process reward's per-token values (``value`` is their sum)
 
 
-def component_value(result, key: str) -> ComponentValue:
-    """A component's value from a call result: a real number, None (abstain), or a dict entry.
+SEQUENCE_TYPES = (list, tuple)
+
+
+def _per_token(result, length: int | None) -> ComponentValue:
+    """A process reward's per-token values: 1-D, ``length`` long (when known), finite."""
+    n = len(result)
+    if length is not None and n != length:
+        return ComponentValue(error=f"returned {n} per-token values for a response of {length} tokens")
+    try:
+        values = torch.as_tensor(result if not isinstance(result, torch.Tensor) else result.detach().cpu(),
+                                 dtype=torch.float64)  # fmt: skip
+    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+        return ComponentValue(error=f"returned a sequence that is not per-token numbers ({describe(e)})")
+    if values.dim() != 1:
+        return ComponentValue(error=f"returned a nested sequence of shape {tuple(values.shape)}, expected one number "
+                              "per token")  # fmt: skip
+    if not bool(torch.isfinite(values).all()):
+        return ComponentValue(error="returned per-token values that are not all finite", nonfinite=True)
+    if bool(torch.isinf(values.to(torch.float32)).any()):
+        return ComponentValue(error="returned per-token values too large for float32", nonfinite=True)
+    return ComponentValue(value=float(values.sum()), tokens=tuple(values.tolist()))
+
+
+def _is_sequence(result) -> bool:
+    if isinstance(result, SEQUENCE_TYPES):
+        return True
+    # a 1-D array or tensor; one of size 1 stays a number (``.item()``), as it always was
+    return getattr(result, "ndim", None) == 1 and callable(getattr(result, "tolist", None)) and len(result) != 1
+
+
+def component_value(result, key: str, length: int | None = None) -> ComponentValue:
+    """A component's value from a call result: a real number, None (abstain), per-token numbers (a process
+    reward, ``length`` of them when given), or a dict entry holding one of these.
 
     >>> component_value({"format": 1, "correctness": 0.5}, "correctness").value
     0.5
     >>> component_value({"format": 1}, "correctness").missing_from
     ('format',)
-    >>> component_value(float("inf"), "x").error, component_value("1.0", "x").error
-    ('returned inf, which is not finite', "returned str '1.0', expected a real number, None or a dict")
+    >>> component_value(float("inf"), "x").error
+    'returned inf, which is not finite'
+    >>> component_value("1.0", "x").error
+    "returned str '1.0', expected a real number, None, per-token numbers or a dict"
+    >>> component_value([0.5, 0.25], "x", length=2).value, component_value([1, 2, 3], "x", length=2).error
+    (0.75, 'returned 3 per-token values for a response of 2 tokens')
     """
     if isinstance(result, dict):
         if key not in result:
@@ -76,6 +120,8 @@ def component_value(result, key: str) -> ComponentValue:
         result = result[key]
     if result is None:
         return ComponentValue()
+    if _is_sequence(result):
+        return _per_token(result, length)
     number = result
     if not isinstance(number, numbers.Real) and callable(getattr(number, "item", None)):
         try:
@@ -91,7 +137,8 @@ def component_value(result, key: str) -> ComponentValue:
             return ComponentValue(error=f"returned {value}, which is not finite", nonfinite=True)
         return ComponentValue(value=value)
     return ComponentValue(
-        error=f"returned {type(result).__name__} {_clip(repr(result), 80)}, expected a real number, None or a dict"
+        error=f"returned {type(result).__name__} {_clip(repr(result), 80)}, expected a real number, None, "
+        "per-token numbers or a dict"
     )
 
 
@@ -142,7 +189,7 @@ class ComponentScorer:
             values[c.name] = (
                 ComponentValue(error=outcome.error)
                 if outcome.error
-                else component_value(outcome.value, c.key or c.name)
+                else component_value(outcome.value, c.key or c.name, kwargs.get("response_length"))
             )
         return values
 
@@ -155,6 +202,10 @@ class MultiRewardManager(RewardManagerBase):
 
     def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
         super().__init__(config, tokenizer, compute_score)
+        from gdpo_verl.verl_glue import check_registered, check_run_config
+
+        check_registered("a reward worker")
+        check_run_config(config, manager_selected=True)
         self.spec = parse_spec(config.reward.get("gdpo"))
         if not self.spec.components:
             raise ValueError(
@@ -192,6 +243,8 @@ class MultiRewardManager(RewardManagerBase):
                              c.key or c.name, list(got.missing_from))  # fmt: skip
             values[c.name] = got.value
             extra[c.name] = got.value
+            if got.tokens is not None:
+                extra[TOKENS_PREFIX + c.name] = list(got.tokens)
             extra[ERROR_PREFIX + c.name] = float(got.error is not None)
             extra[NONFINITE_PREFIX + c.name] = float(got.nonfinite)
             extra[MISSING_PREFIX + c.name] = float(got.missing_from is not None)

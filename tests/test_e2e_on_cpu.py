@@ -3,21 +3,27 @@
 GDPO with the V1 trainer, GDPO with the legacy trainer, and the GRPO baseline (V1, same reward components)
 stopped after step 2 and resumed at step 3 with the same data order. Each run asserts the steps completed,
 per-reward metrics were logged for every component at every step, advantages are finite, and the actor's
-weights changed. The toy task's assets are built once (cached) by ``ensure_demo_assets``.
+weights changed. The GDPO runs add two recording components to the demo (tests/helpers/recording_rewards.py: an
+outcome reward and a process reward returning one value per token) and assert that the batch reaching the
+estimator (``algorithm.gdpo_dump_dir``) holds ``token_level_scores_<name>`` with exactly the values they returned.
+The toy task's assets are built once (cached) by ``ensure_demo_assets``.
 Run: .venv/bin/python -m pytest tests/test_e2e_on_cpu.py      (about 5 minutes on 2 cores)
 """
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from helpers.run_report import summarize
 
 from gdpo_verl.tools.runs import training_rows
 
 pytestmark = pytest.mark.e2e
 COMPONENTS = ("format", "correctness", "brevity")
+HELPERS = Path(__file__).parent / "helpers"
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +33,11 @@ def assets():
     return ensure_demo_assets()
 
 
-def train(assets, out: Path, *overrides: str, steps: int = 2, save_freq: int = 2) -> dict:
-    """Run the embedded demo config for ``steps`` steps of 4 prompts x 4 samples; summarize what it left."""
+def train(assets, out: Path, *overrides: str, steps: int = 2, save_freq: int = 2, config: tuple = ()) -> dict:
+    """Run the embedded demo config (or ``config``: Hydra's --config-dir/--config-name and their overrides) for
+    ``steps`` steps of 4 prompts x 4 samples; summarize what it left."""
     cmd = [
-        sys.executable, "-m", "gdpo_verl.main",
+        sys.executable, "-m", "gdpo_verl.main", *config,
         f"launch.output_dir={out}",
         f"trainer.total_training_steps={steps}",
         "trainer.total_epochs=100",
@@ -71,12 +78,50 @@ def assert_trained(summary: dict, steps: list[int]) -> None:
         assert step["gdpo/collapse/distinct_gdpo"] >= 1
 
 
+def recorded(out: Path) -> list[str]:
+    """Overrides: the demo plus the recording components, and the estimator's input dump."""
+    return [
+        "--config-dir", str(HELPERS / "configs"), "--config-name", "e2e_recorded",
+        f"recorded_dir={out / 'returned'}", f"recorded_module={HELPERS / 'recording_rewards.py'}",
+        f"+algorithm.gdpo_dump_dir={out / 'estimator_inputs'}",
+    ]  # fmt: skip
+
+
+def assert_estimator_got_what_the_functions_returned(out: Path, steps: int, batch: int = 16) -> None:
+    lines = [json.loads(line) for line in (out / "returned" / "returned.jsonl").read_text().splitlines()]
+    outcomes = {line["value"] for line in lines if line["kind"] == "outcome"}
+    per_token = {tuple(line["value"]) for line in lines if line["kind"] == "per_token"}
+    calls = sorted((out / "estimator_inputs").glob("estimator-*.pt"))
+    assert len(calls) == steps, calls
+    seen_outcomes, seen_tokens = [], []
+    for path in calls:
+        call = torch.load(path)
+        mask = call["response_mask"].bool()
+        lengths = mask.sum(-1)
+        assert set(call["token_level_scores"]) == {*COMPONENTS, "outcome", "tokens"}
+        scores = call["token_level_scores"]
+        assert all(t.dtype == torch.float32 and t.shape == mask.shape for t in scores.values())
+        for i, n in enumerate(lengths.tolist()):
+            outcome, tokens = scores["outcome"][i], scores["tokens"][i]
+            assert outcome[: n - 1].eq(0).all() and outcome[n:].eq(0).all()  # on the last valid token only
+            seen_outcomes.append(outcome[n - 1].item())
+            assert tokens[n:].eq(0).all()
+            seen_tokens.append(tuple(tokens[:n].tolist()))  # the process reward: on its tokens, as returned
+        k = call["keys"].index("tokens")
+        assert torch.equal(call["scores"][:, k], scores["tokens"].double().sum(-1))  # groups use the sums
+    assert len(seen_outcomes) == steps * batch and len(set(seen_outcomes)) == len(seen_outcomes)
+    assert set(seen_outcomes) <= outcomes, set(seen_outcomes) - outcomes
+    assert set(seen_tokens) <= per_token, set(seen_tokens) - per_token
+
+
 @pytest.mark.parametrize("trainer", ["v1", "legacy"])
 def test_gdpo_trains_with_both_verl_trainers(assets, tmp_path, trainer):
     validate = ["trainer.test_freq=2", "trainer.val_before_train=true"] if trainer == "v1" else []
-    summary = train(assets, tmp_path / trainer, "algorithm.adv_estimator=gdpo", f"trainer.use_v1={trainer == 'v1'}",
-                    *validate)  # fmt: skip
+    out = tmp_path / trainer
+    summary = train(assets, out, "algorithm.adv_estimator=gdpo", f"trainer.use_v1={trainer == 'v1'}", *validate,
+                    config=recorded(out))  # fmt: skip
     assert_trained(summary, [1, 2])
+    assert_estimator_got_what_the_functions_returned(out, steps=2)
     assert (tmp_path / trainer / "rewards.png").stat().st_size > 0
     if trainer == "v1":
         evaluator_reproduces_the_logged_validation(assets, tmp_path / trainer)

@@ -58,6 +58,28 @@ FUNCS = textwrap.dedent(
     def huge(solution_str):
         return 10**400
 
+    def per_token(response_length):  # a process reward: one value per response token
+        return [0.25 * (i % 3) for i in range(response_length)]
+
+    def per_token_array(response_length):
+        import numpy as np
+        return np.full(response_length, 0.5, dtype=np.float32)
+
+    def per_token_short(response_length):
+        return [1.0] * (response_length - 1)
+
+    def per_token_inf(response_length):
+        return [float("inf")] + [0.0] * (response_length - 1)
+
+    def per_token_nested(response_length):
+        return [[0.0]] * response_length
+
+    def per_token_strings(response_length):
+        return ["1"] * response_length
+
+    def per_token_f32_overflow(response_length):
+        return [1e39] * response_length
+
     def two_values(solution_str):
         import numpy as np
         return np.array([1.0, 2.0])
@@ -114,7 +136,14 @@ def rewards_module(tmp_path, monkeypatch):
 
 def make_config(components, on_error="raise", timeout_s=30, processes=2):
     gdpo = {"on_error": on_error, "timeout_s": timeout_s, "processes": processes, "components": components}
-    return OmegaConf.create({"trainer": {"experiment_name": "t"}, "reward": {"gdpo": gdpo}})
+    agent = {"agent_loop_manager_class": "gdpo_verl.verl_glue.agent_loop.GDPOAgentLoopManager"}
+    return OmegaConf.create(
+        {
+            "trainer": {"experiment_name": "t"},
+            "reward": {"gdpo": gdpo},
+            "actor_rollout_ref": {"rollout": {"agent": agent}},
+        }
+    )
 
 
 def calls(module, name):
@@ -234,7 +263,7 @@ FAILURES = {
     "slow": "timed out after 0.5 s",
     "own_timeout": "TimeoutError: the function's own",
     "huge": "does not fit a float",
-    "two_values": "not one number",
+    "two_values": "2 per-token values for a response of",
     "np_string": "returned str_",
     "exits": "SystemExit: 3",
     "interrupt": "KeyboardInterrupt",
@@ -361,3 +390,41 @@ def test_the_grpo_reward_uses_the_weights_and_conditions_gdpo_uses(tokenizer, re
     assert [o["reward_score"] for o in run_all(manager, data)] == [3.5, 0.0]
     config.algorithm = {"gdpo_reward_keys": ["other"]}  # not these components: their own weights apply
     assert [o["reward_score"] for o in run_all(MultiRewardManager(config, tokenizer), data)] == [2.0, 1.0]
+
+
+def test_a_process_reward_keeps_its_per_token_values_and_its_sum_is_the_components_value(tokenizer, rewards_module):
+    from gdpo_verl.core.token_scores import TOKENS_PREFIX
+
+    components = [
+        {"name": "steps", "path": rewards_module, "fn": "per_token", "weight": 1.0},
+        {"name": "flat", "path": rewards_module, "fn": "per_token_array", "weight": 2.0},
+    ]
+    manager = MultiRewardManager(make_config(components), tokenizer)
+    data = make_batch(tokenizer, ["<a>7</a>", "7"], ["math", "math"], ["7", "7"])
+    lengths = data.batch["attention_mask"][:, data.batch["prompts"].shape[1] :].sum(-1).tolist()
+    for out, n in zip(run_all(manager, data), lengths, strict=True):
+        info = out["reward_extra_info"]
+        assert info[TOKENS_PREFIX + "steps"] == [0.25 * (i % 3) for i in range(n)]
+        assert info["steps"] == sum(0.25 * (i % 3) for i in range(n)) and info["flat"] == 0.5 * n
+        assert out["reward_score"] == info["steps"] + 2 * info["flat"]  # GRPO's reward: the weighted sums
+
+
+@pytest.mark.parametrize(
+    "fn,message",
+    [
+        ("per_token_short", "per-token values for a response of"),
+        ("per_token_inf", "not all finite"),
+        ("per_token_nested", "nested sequence"),
+        ("per_token_strings", "not per-token numbers"),
+        ("per_token_f32_overflow", "too large for float32"),
+    ],
+)
+def test_hostile_per_token_values_fail_through_on_error(tokenizer, rewards_module, fn, message):
+    manager = MultiRewardManager(make_config([{"name": "p", "path": rewards_module, "fn": fn}]), tokenizer)
+    with pytest.raises(RewardFunctionError, match=message):
+        run_all(manager, make_batch(tokenizer, ["<a>7</a>"], ["math"], ["7"]))
+    manager = MultiRewardManager(
+        make_config([{"name": "p", "path": rewards_module, "fn": fn}], on_error="nan"), tokenizer
+    )
+    (out,) = run_all(manager, make_batch(tokenizer, ["<a>7</a>"], ["math"], ["7"]))
+    assert math.isnan(out["reward_extra_info"]["p"]) and out["reward_extra_info"][ERROR_PREFIX + "p"] == 1.0

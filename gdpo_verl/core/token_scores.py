@@ -1,0 +1,96 @@
+"""Per-reward token-level score tensors: the manager's per-sample values -> ``token_level_scores_<name>`` (bs, T).
+
+The data path (README "Data flow"): reward functions -> ``gdpo_multi`` manager (per sample, in verl's
+``reward_extra_info``) -> :func:`token_score_tensors` (in the rollout workers, ``gdpo_verl.verl_glue.agent_loop``)
+-> one ``token_level_scores_<name>`` tensor per component travelling with the batch -> the ``gdpo`` estimator,
+which reads each response's sum (:func:`per_response`), as verl's GRPO reads ``token_level_rewards.sum(-1)``.
+
+Layout of ``token_level_scores_<name>``, float32 (bs, T), T = the batch's response width:
+  outcome reward   the value on the response's last valid token (verl's ``rm_scores`` convention), 0 elsewhere;
+  process reward   a function returned one value per response token: they sit on the tokens as given
+                   (padding is 0), and the response's value is their sum;
+  abstention       NaN on the last valid token (the component has no value for that response: ``None``, a
+                   missing dict key, or a failure under ``on_error: nan``); the row's sum is then NaN.
+A response with no tokens keeps its value on position 0.
+
+Pure torch; no verl.
+
+>>> import torch
+>>> infos = [{"fmt": 1.0}, {"fmt": 0.5, TOKENS_PREFIX + "fmt": [0.25, 0.25]}, {"fmt": float("nan")}]
+>>> t = token_score_tensors(infos, ["fmt"], torch.tensor([3, 2, 1]), width=3)["token_level_scores_fmt"]
+>>> t.tolist()[:2], per_response(t).tolist()[:2], bool(per_response(t)[2].isnan())
+([[0.0, 0.0, 1.0], [0.25, 0.25, 0.0]], [1.0, 0.5], True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import torch
+
+SCORE_PREFIX = "token_level_scores_"
+#: reward_extra_info key of a process reward's per-token values (a list of floats, one per response token);
+#: the component's own key then holds their sum. Taken out of reward_extra_info once placed in the tensor.
+TOKENS_PREFIX = "gdpo_tokens_"
+
+
+def field_name(name: str) -> str:
+    """The batch field of component ``name``: ``token_level_scores_<name>``."""
+    return SCORE_PREFIX + name
+
+
+def _value(info: Mapping, name: str) -> float:
+    value = info.get(name) if isinstance(info, Mapping) else None
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
+def token_score_tensors(
+    infos: Sequence[Mapping], names: Sequence[str], lengths: torch.Tensor, width: int
+) -> dict[str, torch.Tensor]:
+    """{``token_level_scores_<name>``: (bs, width) float32} from per-sample ``reward_extra_info`` dicts.
+
+    infos: bs dicts (the manager's output; a missing name or None = abstain); lengths: (bs,) valid response tokens.
+    A process reward's token list whose length is not the row's (the earlier outputs of a multi-output agent
+    session, which verl gives the session's final reward info) is placed as its sum on the last valid token.
+    """
+    bs = len(infos)
+    lengths = torch.as_tensor(lengths, dtype=torch.int64).reshape(bs)
+    last = (lengths - 1).clamp(min=0, max=max(width - 1, 0))
+    rows = torch.arange(bs)
+    out = {}
+    for name in names:
+        values = torch.tensor([_value(info, name) for info in infos], dtype=torch.float32)
+        tensor = torch.zeros(bs, width, dtype=torch.float32)
+        if width:
+            tensor[rows, last] = values
+        key = TOKENS_PREFIX + name
+        per_token = [
+            (i, info[key])
+            for i, info in enumerate(infos)
+            if isinstance(info, Mapping) and info.get(key) is not None and len(info[key]) == int(lengths[i])
+        ]
+        if per_token:
+            idx = torch.tensor([i for i, _ in per_token])
+            seqs = [torch.as_tensor(seq, dtype=torch.float32).reshape(-1) for _, seq in per_token]
+            padded = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True)[:, :width]
+            tensor[idx] = 0.0
+            tensor[idx, : padded.shape[1]] = padded
+        out[field_name(name)] = tensor
+    return out
+
+
+def per_response(tensor: torch.Tensor) -> torch.Tensor:
+    """(bs, T) -> (bs,) float64: each response's value (the sum over its tokens; NaN where it abstains)."""
+    return tensor.to(torch.float64).sum(dim=-1)
+
+
+def without_token_lists(info: Mapping) -> dict:
+    """``reward_extra_info`` without the per-token lists (they travel in the tensors; verl's per-key numpy
+    stacking and validation means need one scalar per key)."""
+    return {k: v for k, v in info.items() if not str(k).startswith(TOKENS_PREFIX)}
