@@ -11,6 +11,7 @@ Run: .venv/bin/python -m pytest tests/test_e2e_on_cpu.py      (about 5 minutes o
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ def assets():
     return ensure_demo_assets()
 
 
-def train(assets, out: Path, *overrides: str, steps: int = 2, save_freq: int = 2, config: tuple = ()) -> dict:
+def train(assets, out: Path, *overrides: str, steps: int = 2, save_freq: int = 2, config: tuple = (), env=None) -> dict:
     """Run the embedded demo config (or ``config``: Hydra's --config-dir/--config-name and their overrides) for
     ``steps`` steps of 4 prompts x 4 samples; summarize what it left."""
     cmd = [
@@ -55,7 +56,7 @@ def train(assets, out: Path, *overrides: str, steps: int = 2, save_freq: int = 2
         "++ray_kwargs.ray_init.include_dashboard=false",
         *overrides,
     ]  # fmt: skip
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=out.parent)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=out.parent, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     summary = summarize(
         metrics_path=out / "metrics.jsonl",
@@ -125,6 +126,33 @@ def test_gdpo_trains_with_both_verl_trainers(assets, tmp_path, trainer):
     assert (tmp_path / trainer / "rewards.png").stat().st_size > 0
     if trainer == "v1":
         evaluator_reproduces_the_logged_validation(assets, tmp_path / trainer)
+
+
+def test_one_value_per_agent_session_through_verls_tool_agent_loop(assets, tmp_path):
+    # verl's multi-turn tool agent loop (toy tool) whose every session returns two outputs (the earlier one holds
+    # half the response; verl gives it the final output's reward info): 32 rows a step, 16 sessions. The estimator
+    # must see one row per session, as verl's GRPO counts them.
+    out = tmp_path / "sessions"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HELPERS.parent), os.environ.get("PYTHONPATH")])),
+    }
+    summary = train(
+        assets, out, "algorithm.adv_estimator=gdpo",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={HELPERS / 'configs' / 'agent_loops.yaml'}",
+        "actor_rollout_ref.rollout.agent.default_agent_loop=two_output_tool_agent",
+        f"actor_rollout_ref.rollout.multi_turn.function_tool_path={HELPERS / 'toy_tool.py'}",
+        config=recorded(out), env=env,
+    )  # fmt: skip
+    assert_trained(summary, [1, 2])
+    for step in (1, 2):
+        rows = [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+        sessions = {str(r["uid"]).rsplit("_", 1)[0] for r in rows}
+        assert len(rows) == 32 and len(sessions) == 16, (len(rows), len(sessions))
+    for path in sorted((out / "estimator_inputs").glob("estimator-*.pt")):
+        uids = torch.load(path)["uid"]
+        assert len(uids) == 16 and sorted(uids.count(u) for u in set(uids)) == [4, 4, 4, 4]
+    assert_estimator_got_what_the_functions_returned(out, steps=2)
 
 
 def evaluator_reproduces_the_logged_validation(assets, out: Path) -> None:
