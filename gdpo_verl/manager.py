@@ -78,8 +78,7 @@ def _per_token(result, length: int | None) -> ComponentValue:
     if length is not None and n != length:
         return ComponentValue(error=f"returned {n} per-token values for a response of {length} tokens")
     try:
-        values = torch.as_tensor(result if not isinstance(result, torch.Tensor) else result.detach().cpu(),
-                                 dtype=torch.float64)  # fmt: skip
+        values = torch.as_tensor(result.detach().cpu() if torch.is_tensor(result) else result, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError, OverflowError) as e:
         return ComponentValue(error=f"returned a sequence that is not per-token numbers ({describe(e)})")
     if values.dim() != 1:

@@ -179,16 +179,16 @@ class Trainer(GDPOAdvantageMixin, FakeV1Parent):
 def run_v1(monkeypatch, config, keys, infos=INFOS, lengths=LENGTHS, sources=SOURCES, uids=UIDS):
     tq = FakeTQ(v1_rows(keys, infos, lengths, sources, uids))
     monkeypatch.setitem(sys.modules, "transfer_queue", tq)
-    batch = types.SimpleNamespace(keys=list(keys), partition_id="train", __len__=lambda: len(keys))
-    batch = types.SimpleNamespace(keys=list(keys), partition_id="train")
     metrics = {}
-    Trainer(config)._compute_advantage(_Sized(batch), metrics)
+    Trainer(config)._compute_advantage(KVBatch(keys), metrics)
     return tq, metrics
 
 
-class _Sized:
-    def __init__(self, ns):
-        self.keys, self.partition_id = ns.keys, ns.partition_id
+class KVBatch:
+    """What verl's V1 trainer passes around: the batch's TransferQueue keys and partition."""
+
+    def __init__(self, keys, partition_id="train"):
+        self.keys, self.partition_id = list(keys), partition_id
 
     def __len__(self):
         return len(self.keys)
@@ -212,8 +212,7 @@ def test_v1_without_the_tensors_refuses_instead_of_falling_back_to_scalars(monke
         del row["token_level_scores_format"]  # rows written by verl's own workers
     monkeypatch.setitem(sys.modules, "transfer_queue", tq)
     with pytest.raises(RuntimeError, match=r"lacks the per-reward tensors \['token_level_scores_format'\]"):
-        Trainer(full_config())._compute_advantage(_Sized(types.SimpleNamespace(keys=["a_0_0", "a_1_0"],
-                                                                            partition_id="train")), {})  # fmt: skip
+        Trainer(full_config())._compute_advantage(KVBatch(["a_0_0", "a_1_0"]), {})
 
 
 def test_v1_upstream_style_configs_take_the_scalar_path_from_reward_extra_info(monkeypatch):
@@ -305,7 +304,7 @@ def test_reward_metrics_per_component_errors_sources_and_nonfinite():
     data.non_tensor_batch[NONFINITE_PREFIX + "format"] = np.array([0.0, 0.0, 1.0, 0.0])  # one more flagged
     from gdpo_verl.estimator import GDPOSettings
 
-    metrics = reward_metrics(data.batch, data.non_tensor_batch, GDPOSettings.from_config(algo()))
+    metrics = reward_metrics(data, GDPOSettings.from_config(algo()))
     assert metrics["gdpo/format/nonfinite"] == 2.0 and metrics["gdpo/format/max"] == 1.0
     assert metrics["gdpo/source/chat/format/mean"] == pytest.approx(0.5)
 
@@ -316,7 +315,7 @@ def test_a_key_missing_from_every_sample_is_a_configuration_error():
     data = legacy_batch()
     data.non_tensor_batch[MISSING_PREFIX + "correctness"] = np.ones(4)
     with pytest.raises(ValueError, match=r"'correctness'.*lacked the key on all 4 samples of this batch"):
-        reward_metrics(data.batch, data.non_tensor_batch, GDPOSettings.from_config(algo()))
+        reward_metrics(data, GDPOSettings.from_config(algo()))
 
 
 def test_legacy_hooks_are_installed_once():

@@ -125,9 +125,10 @@ def source_sha256(obj) -> str:
     return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
 
 
-def reward_metrics(batch, non_tensor_batch: Mapping, settings) -> dict[str, float]:
-    """Per-reward step metrics of one batch: scores from ``token_level_scores_<name>`` (else the scalar columns),
+def reward_metrics(data, settings) -> dict[str, float]:
+    """Per-reward step metrics of one DataProto: scores from ``token_level_scores_<name>`` (else the scalar columns),
     uids, data sources and the manager's error flags from ``non_tensor_batch``."""
+    batch, non_tensor_batch = data.batch, data.non_tensor_batch
     uids = non_tensor_batch.get("uid")
     if uids is None or not len(uids):
         return {}
@@ -211,7 +212,7 @@ def check_run_config(config, manager_selected: bool = False) -> None:
         raise ValueError(
             f"reward.reward_manager.name={MULTI_MANAGER} needs {AGENT_LOOP_MANAGER_KEY}={AGENT_LOOP_MANAGER} (the "
             f"rollout workers that put the per-reward tensors in the batch); it is {chosen!r}. Compose "
-            "gdpo_trainer (every recipe does) or set it; to use your own manager, subclass GDPOAgentLoopManager's"
+            "gdpo_trainer (every recipe does) or set it"
         )
     reward_model = OmegaConf.select(config, "reward.reward_model", default=None) or {}
     if reward_model.get("enable", False) and not reward_model.get("enable_resource_pool", False):
@@ -258,19 +259,17 @@ class GDPOAdvantageMixin:
         if not is_gdpo:  # the GRPO baseline: verl's own step, then the same metrics on the same rows
             batch = super()._compute_advantage(batch, metrics)
             data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid", *ours])
-            check_tensor_fields(data.keys(), settings.keys if tensors else ())
-            data = self._gdpo_data(data)
+            data = self._gdpo_data(data, settings.keys if tensors else ())
             final, _ = session_final_rows(batch.keys)
-            metrics.update(reward_metrics_of(data.select_idxs(final), settings))
+            metrics.update(reward_metrics(data.select_idxs(final), settings))
             return batch
 
         # verl 0.9.1's PPOTrainer._compute_advantage (pinned), with the per-reward fields fetched too
         data = tq.kv_batch_get(
             keys=batch.keys, partition_id=batch.partition_id, select_fields=[*V1_ADVANTAGE_FIELDS, *ours]
         )
-        check_tensor_fields(data.keys(), settings.keys if tensors else ())
         response_mask = data["response_mask"]
-        data = self._gdpo_data(data)
+        data = self._gdpo_data(data, settings.keys if tensors else ())
         data.batch["token_level_scores"] = data.batch["rm_scores"]
         if algorithm.use_kl_in_reward:
             data, kl_metrics = apply_kl_penalty(data, kl_ctrl=self.kl_ctrl_in_reward, kl_penalty=algorithm.kl_penalty)
@@ -306,7 +305,7 @@ class GDPOAdvantageMixin:
             broadcast = per_session[torch.as_tensor(position)].unsqueeze(-1) * data.batch["response_mask"]
             data.batch["advantages"] = broadcast
             data.batch["returns"] = broadcast
-        metrics.update(reward_metrics_of(finals, settings))
+        metrics.update(reward_metrics(finals, settings))
 
         fields = ["advantages", "returns"]
         if algorithm.use_kl_in_reward:
@@ -320,11 +319,12 @@ class GDPOAdvantageMixin:
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=output)
 
     @staticmethod
-    def _gdpo_data(data):
+    def _gdpo_data(data, tensor_keys):
         """A TransferQueue fetch -> DataProto: padded tensors; uid, data_source and the manager's reward_extra_info
-        (one column per key) as non-tensor columns."""
+        (one column per key) as non-tensor columns. The per-reward tensors of ``tensor_keys`` must be there."""
         from verl import DataProto
 
+        check_tensor_fields(data.keys(), tensor_keys)
         extra_fields = _as_list(data.pop("extra_fields")) if "extra_fields" in data.keys() else []
         sources = _as_list(data.pop("data_source")) if "data_source" in data.keys() else None
         uids = _as_list(data.pop("uid"))
@@ -335,11 +335,6 @@ class GDPOAdvantageMixin:
         if sources is not None:
             proto.non_tensor_batch["data_source"] = np.array(sources, dtype=object)
         return proto
-
-
-def reward_metrics_of(data, settings) -> dict[str, float]:
-    """:func:`reward_metrics` of a DataProto."""
-    return reward_metrics(data.batch, data.non_tensor_batch, settings)
 
 
 def _as_list(values) -> list:
@@ -384,7 +379,7 @@ def _wrap_legacy_trainer() -> None:
         data = original_advantage(data, *args, config=config, **kwargs)
         if config is not None and config.get("gdpo_reward_keys"):
             settings = estimator.GDPOSettings.from_config(config)
-            data.meta_info[METRICS_META_KEY] = reward_metrics_of(data, settings)
+            data.meta_info[METRICS_META_KEY] = reward_metrics(data, settings)
             for key in settings.keys:  # see the module docstring, point 4: verl's own block reads these
                 data.non_tensor_batch.pop(key, None)
         return data
