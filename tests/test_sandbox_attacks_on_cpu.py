@@ -17,6 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pyseccomp
 import pytest
 
 from gdpo_verl.rewards import sandbox
@@ -308,7 +309,7 @@ def test_background_child_dies_with_its_test(host):
 
 NON_ROOT_RUNNER = """
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1].split(':')  # the repository, and where pyseccomp is installed
 from gdpo_verl.rewards import sandbox
 limits = sandbox.Limits(**json.loads(sys.argv[2]))
 out = {}
@@ -335,7 +336,7 @@ def test_attacks_fail_as_a_non_root_user(host):
     argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, "-I", "-c", NON_ROOT_RUNNER]
     env = {"PATH": "/usr/bin:/bin", "GDPO_SANDBOX_BWRAP": str(sandbox.find_bwrap()), "GDPO_ATTACK_SECRET": "x"}
     done = subprocess.run(
-        [*argv, str(REPO), json.dumps(limits)],
+        [*argv, f"{REPO}:{Path(pyseccomp.__file__).parent}", json.dumps(limits)],
         input=json.dumps(programs),
         capture_output=True,
         text=True,

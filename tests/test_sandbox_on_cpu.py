@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+import pyseccomp
 import pytest
 
 from gdpo_verl.rewards import sandbox
@@ -302,7 +303,7 @@ def test_fusion_malformed_replies_raise_naming_the_field(fusion_url, marker, fie
 
 UNPRIVILEGED_RUNNER = """
 import json, sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1].split(':')  # the repository, and where pyseccomp is installed
 from gdpo_verl.rewards import sandbox
 limits = sandbox.Limits(cpu_s=1, wall_s=3.0, memory_mb=256, nproc=16, fsize_mb=1)
 runs = [sandbox.run_python(program, stdin, limits).stdout for program, stdin in json.loads(sys.argv[2])]
@@ -339,7 +340,7 @@ def test_unprivileged_user_gets_the_same_limits(listener, world_writable_dir):
     target = world_writable_dir / "pwned.txt"
     runs = [(FORK, ""), (CONNECT, str(listener.getsockname()[1])), (WRITE, str(target))]
     argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, "-I", "-c", UNPRIVILEGED_RUNNER]
-    argv += [str(repo), json.dumps(runs)]
+    argv += [f"{repo}:{Path(pyseccomp.__file__).parent}", json.dumps(runs)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd="/tmp", env=_UNPRIVILEGED_ENV)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
