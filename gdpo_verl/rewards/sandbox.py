@@ -504,7 +504,7 @@ class _Jail:
             if wall_s < timeout:
                 return None
             reply = {"status": None, "timed_out": True}
-        exit_code = sig = None
+        exit_code, sig = None, signal.SIGKILL  # no status: killed with its jail, or at the wall limit
         if reply["status"] is not None:
             code = os.waitstatus_to_exitcode(reply["status"])
             exit_code, sig = (code, None) if code >= 0 else (None, -code)

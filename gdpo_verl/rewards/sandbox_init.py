@@ -37,7 +37,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_SECCOMP, _PR_SET_CHILD_SUBREAPER = 1, 4, 22, 36
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, _SECCOMP_MODE_FILTER = 47, 4, 2
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 0x4000, 1 << 18
 _KEYCTL_JOIN_SESSION_KEYRING = 1
 _CAP_VERSION_3 = 0x20080522
 
@@ -123,6 +123,8 @@ def _init(program: bytes, fds: list[int], status_w: int, config: dict, test_filt
         options = f"size={config['disk_bytes']},nr_inodes={config['nr_inodes']},mode=0700".encode()
         _check(_LIBC.mount(b"tmpfs", run_dir, b"tmpfs", _MS_NOSUID | _MS_NODEV, options), "mount run dir")
         _check(_LIBC.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mount proc")
+        for hidden in (b"/proc/keys", b"/proc/key-users"):  # keys of the same uid anywhere: descriptions, counts
+            _check(_LIBC.mount(b"/dev/null", hidden, None, _MS_BIND, None), "hide " + hidden.decode())
         prog_path = os.path.join(config["run_dir"], config["prog_name"])
         fd = os.open(prog_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         os.write(fd, program)
