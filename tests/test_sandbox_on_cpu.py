@@ -15,6 +15,7 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -349,3 +350,9 @@ def test_unprivileged_user_gets_the_same_limits(listener, world_writable_dir):
     assert int(forked) < 16
     assert connect.startswith("refused") and _no_connection_arrived(listener)
     assert write.strip() == "denied" and not target.exists()
+
+
+def test_missing_libseccomp_names_the_fix(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # import fails as if it were not installed
+    with pytest.raises(SandboxError, match="pip install pyseccomp.*libseccomp2.*sandbox_fusion_url"):
+        sandbox.build_filters()
