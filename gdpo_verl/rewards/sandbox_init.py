@@ -23,15 +23,18 @@ IPC (fresh IPC namespace), environment and interpreter state (a fresh fork of a 
 untrusted code), fds (closed). Run it only through ``gdpo_verl.rewards.sandbox``.
 """
 
+import atexit
 import ctypes
 import json
 import os
+import pkgutil  # noqa: F401 - imported by runpy.run_path: warm here, not per test
 import resource
 import runpy
 import select
 import signal
 import socket
 import sys
+import traceback
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_SECCOMP, _PR_SET_CHILD_SUBREAPER = 1, 4, 22, 36
@@ -96,14 +99,10 @@ def _program(prog_path: str, fds: list[int], config: dict, test_filter: bytes) -
         except SystemExit as exc:
             code = _exit_code(exc)
         except BaseException:  # noqa: BLE001 - the program's uncaught exception: printed, exit 1, like python
-            import traceback
-
             traceback.print_exc()
         threading = sys.modules.get("threading")
         if threading is not None:
             threading._shutdown()  # join non-daemon threads, as interpreter exit does
-        import atexit
-
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             try:
