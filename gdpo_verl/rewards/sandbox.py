@@ -514,6 +514,8 @@ class _Jail:
                 return None
             reply = {"status": None, "timed_out": True}
         exit_code, sig = None, signal.SIGKILL  # no status: killed with its jail, or at the wall limit
+        if reply["status"] is None and not reply["timed_out"]:  # the jail could not run it: say why
+            stderr += "\nsandbox: the test's process tree died: " + self.failure()[-2000:]
         if reply["status"] is not None:
             code = os.waitstatus_to_exitcode(reply["status"])
             exit_code, sig = (code, None) if code >= 0 else (None, -code)

@@ -138,6 +138,8 @@ def _init(program: bytes, fds: list[int], status_w: int, config: dict, test_filt
             os.close(fd)
         _, status = os.waitpid(pid, 0)
         os.write(status_w, str(status).encode())
+    except BaseException:  # noqa: BLE001 - a jail failure: to the supervisor's stderr (the host reports it)
+        traceback.print_exc()
     finally:
         os._exit(0)
 
@@ -154,6 +156,8 @@ def _run_test(program: bytes, fds: list[int], wall_s: float, config: dict, test_
             if init == 0:
                 _init(program, fds, status_w, config, test_filter)
             os.waitpid(init, 0)
+        except BaseException:  # noqa: BLE001 - a jail failure: to the supervisor's stderr (the host reports it)
+            traceback.print_exc()
         finally:
             os._exit(0)
     os.close(status_w)
