@@ -72,7 +72,7 @@ _DEV_LINKS = (
     ("stderr", "/proc/self/fd/2"),
 )
 _JAIL_MEMORY_MB = 32  # the memory cgroup's allowance for the supervisor, beside the test's memory_mb
-_JAIL_PROCESSES = 2  # the supervisor and a test's helper count against RLIMIT_NPROC beside the test's own
+_JAIL_PROCESSES = 3  # the supervisor, a test's helper and its init count against RLIMIT_NPROC beside the program
 _MAX_FILES = 16_384  # inodes of a test's run-dir tmpfs (each costs kernel memory that `size` does not count)
 _REPLY_GRACE_S = 5.0  # how long past a test's wall limit the host waits for the supervisor's answer
 _INIT_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_init.py")
@@ -99,7 +99,7 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-test limits. ``nproc`` counts every process of the jail (its init and the program included)."""
+    """Per-test limits. ``nproc`` counts the test's processes (the program included) and the jail's init."""
 
     cpu_s: int = 5
     wall_s: float = 10.0
