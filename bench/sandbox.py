@@ -5,10 +5,8 @@ Run: .venv/bin/python bench/sandbox.py                   (old = gdpo_verl/reward
 Both modules run the same program (``print(1)`` by default) on programs of 1, 16 and 64 tests, interleaved
 (old, new, old, new, ...) after one warm-up run each (which also probes each module's plan), in this process,
 pinned with every jail to ONE core (``--cpu``). Prints, per design and program size, the median and the
-10th/90th percentiles of the wall time of one ``run_tests`` call, tests per second of wall time on that core,
-the median CPU time of one call (this process and every jail process, all reaped: ``getrusage`` of self and
-children; robust to other jobs sharing the core) and tests per CPU-second, and the cost of each additional test
-((median of 64 tests - median of 16 tests) / 48, wall and CPU).
+10th/90th percentiles of the wall time of one ``run_tests`` call, tests per second per core, and the cost of
+each additional test ((median of 64 tests - median of 16 tests) / 48).
 Target: 16 trivial tests in at most 200 ms, each additional test at most 10 ms.
 """
 
@@ -17,7 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -53,12 +50,6 @@ def old_module_path(given: Path | None) -> Path:
     return path
 
 
-def cpu_seconds() -> float:
-    """User + system CPU of this process and of every (reaped) descendant so far."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old-module", type=Path, help=f"old sandbox.py (default: from git {OLD_COMMIT})")
@@ -76,29 +67,24 @@ def main(argv: list[str] | None = None) -> int:
         assert module.run_python(args.program).ok, name
         print(f"{name}: layers {', '.join(module.plan().layers)}")
     times = {(name, size): [] for name in modules for size in SIZES}
-    cpu = {(name, size): [] for name in modules for size in SIZES}
     for _ in range(args.repeats):
         for size in SIZES:
             for name, module in modules.items():
-                cpu_before, started = cpu_seconds(), time.perf_counter()
+                started = time.perf_counter()
                 results = module.run_tests(args.program, [""] * size)
                 times[name, size].append(time.perf_counter() - started)
-                cpu[name, size].append(cpu_seconds() - cpu_before)
                 assert all(r.ok for r in results), (name, size, results[0])
     print(f"program {args.program!r}, {args.repeats} runs per design and size, one core (cpu {args.cpu})")
     for name in modules:
         for size in SIZES:
             values = times[name, size]
             median, deciles = statistics.median(values), statistics.quantiles(values, n=10)
-            cpu_median = statistics.median(cpu[name, size])
             print(
                 f"{name}: {size:2d} tests  median {median * 1e3:7.1f} ms  p10 {deciles[0] * 1e3:7.1f} ms  "
-                f"p90 {deciles[-1] * 1e3:7.1f} ms  {size / median:6.1f} tests/s/core  "
-                f"cpu {cpu_median * 1e3:7.1f} ms  {size / cpu_median:6.1f} tests/cpu-s"
+                f"p90 {deciles[-1] * 1e3:7.1f} ms  {size / median:6.1f} tests/s/core"
             )
         extra = (statistics.median(times[name, 64]) - statistics.median(times[name, 16])) / 48
-        extra_cpu = (statistics.median(cpu[name, 64]) - statistics.median(cpu[name, 16])) / 48
-        print(f"{name}: each additional test {extra * 1e3:.1f} ms wall, {extra_cpu * 1e3:.1f} ms cpu")
+        print(f"{name}: each additional test {extra * 1e3:.1f} ms")
     for size in SIZES:
         ratio = statistics.median(times["old", size]) / statistics.median(times["new", size])
         print(f"{size:2d} tests: old/new (medians) {ratio:.1f}x")
