@@ -44,7 +44,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from gdpo_verl.components import ERROR_PREFIX, MISSING_PREFIX, NONFINITE_PREFIX, RewardSpec, parse_spec, resolve
 from gdpo_verl.core.advantage import apply_conditions, weight_vector
 from gdpo_verl.core.token_scores import TOKENS_PREFIX
-from gdpo_verl.reward_calls import RewardCaller, describe
+from gdpo_verl.reward_calls import RewardCaller, Unusable, describe
 
 NAME = "gdpo_multi"
 logger = logging.getLogger(__name__)
@@ -117,6 +117,8 @@ def component_value(result, key: str, length: int | None = None) -> ComponentVal
         if key not in result:
             return ComponentValue(missing_from=tuple(sorted(map(str, result))))
         result = result[key]
+    if isinstance(result, Unusable):  # what a worker could not turn into numbers
+        return ComponentValue(error=result.reason)
     if result is None:
         return ComponentValue()
     if _is_sequence(result):
