@@ -8,7 +8,6 @@ Every hostile case is followed by a healthy call on the same ``RewardCaller``, w
 import asyncio
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import textwrap
