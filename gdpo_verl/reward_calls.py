@@ -23,7 +23,8 @@ Whatever a function does comes back as a ``CallOutcome``; nothing it raises esca
 ``KeyboardInterrupt`` included), and an exception whose ``__str__`` raises is still described. A function's own
 ``TimeoutError`` is reported as an exception of the function, not as our time-out.
 
-Light on purpose (standard library only): the worker host imports this module, not torch or verl.
+Light on purpose (standard library and ``gdpo_verl.core.choices`` only): the worker host imports this module,
+not torch or verl.
 Try it: ``python -m gdpo_verl.reward_calls gdpo_verl.demo.rewards format_reward '<a>7</a>'``.
 """
 
@@ -54,6 +55,8 @@ from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from gdpo_verl.core.choices import first_of  # standard library only
 
 CALL_ARGS = ("data_source", "solution_str", "ground_truth", "extra_info", "response_length")  # tokens
 EXPECTED = "expected a real number, None, per-token numbers or a dict"
@@ -134,13 +137,15 @@ def bind(path: str, fn: str, kwargs: Mapping[str, Any], where: str) -> BoundCall
     shadowing = sorted(set(kwargs) & set(CALL_ARGS))
     if shadowing:
         raise ValueError(
-            f"{where}.kwargs {shadowing} shadow call arguments the manager passes (call arguments: "
+            f"{where}.kwargs {first_of(shadowing)} shadow call arguments the manager passes (call arguments: "
             f"{', '.join(CALL_ARGS)}); remove them from kwargs"
         )
     unknown = sorted(k for k in kwargs if k not in params) if not takes_all else []
     if unknown:
         named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        raise ValueError(f"{where}.kwargs {unknown} are not parameters of {path}:{fn}; its parameters: {named}")
+        raise ValueError(
+            f"{where}.kwargs {first_of(unknown)} are not parameters of {path}:{fn}; its parameters: {first_of(named)}"
+        )
     accepted = tuple(a for a in CALL_ARGS if takes_all or a in params)
     return BoundCall(path=path, fn=fn, accepted=accepted, kwargs=dict(kwargs))
 
