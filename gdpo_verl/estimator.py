@@ -11,6 +11,7 @@ Config (under ``algorithm``; verl's AlgoConfig declares the first two):
     gdpo_final_norm:        token | sequence | none      (default token: verl's masked_whiten)
     gdpo_backend:           fast | verl                  (verl: literal per-reward compute_grpo_outcome_advantage)
     gdpo_epsilon:           1e-6
+    gdpo_kl:                dropped | after_norm | component   (use_kl_in_reward only; default dropped, see below)
     norm_adv_by_std_in_grpo: true                        verl's key; false is the paper's "w/o std" variant
     gdpo_dump_dir:          null                         a folder: each call saves its inputs there (debugging)
 Per component ``name`` the estimator reads ``data.batch["token_level_scores_<name>"]`` (bs, T): the data path with
@@ -20,9 +21,12 @@ the sum over its tokens, NaN = abstain). Only upstream-style configs (another re
 (None = missing); ``gdpo_verl.verl_glue`` puts them there in verl's V1 trainer too.
 
 KL in reward (``algorithm.use_kl_in_reward=true``): verl subtracts the per-token KL penalty from
-``token_level_rewards``; the estimator adds that penalty's per-response sum,
-``(token_level_rewards - token_level_scores).sum(-1)``, to the weighted sum of normalized rewards before the
-final normalization, so it is never dropped (it stays unnormalized, as in GRPO with KL in reward).
+``token_level_rewards``; its per-response sum is ``(token_level_rewards - token_level_scores).sum(-1)`` (bs,).
+``algorithm.gdpo_kl`` says what GDPO does with it: ``dropped`` (default: the reference GDPO run, whose estimator
+never read ``token_level_rewards``; the paper's numbers come from it), ``after_norm`` (added to the weighted sum of
+normalized rewards before the final normalization, unnormalized: effective scale kl_coef) or ``component`` (one
+more reward, normalized inside its group like the others, weight 1: unit scale, as GRPO's KL in groups whose rewards
+are all equal).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from gdpo_verl.core.token_scores import SCORE_PREFIX, per_response
 
 NAME = "gdpo"
 BACKENDS = ("fast", "verl")
+KL_MODES = ("dropped", "after_norm", "component")
 
 
 def _get(config, key, default=None):
@@ -70,6 +75,7 @@ class GDPOSettings:
     backend: str = "fast"
     epsilon: float = 1e-6
     norm_by_std: bool = True
+    kl: str = "dropped"
 
     @classmethod
     def from_config(cls, config) -> GDPOSettings:
@@ -123,6 +129,7 @@ class GDPOSettings:
             backend=backend,
             epsilon=real_number(_get(config, "gdpo_epsilon", 1e-6), "algorithm.gdpo_epsilon", positive=True),
             norm_by_std=bool(_get(config, "norm_adv_by_std_in_grpo", True)),
+            kl=check_choice("algorithm.gdpo_kl", str(_get(config, "gdpo_kl", "dropped")), KL_MODES),
         )
 
 
@@ -233,19 +240,26 @@ def compute_gdpo_advantage(
         raise ValueError("adv_estimator=gdpo needs the batch's 'uid' (group ids) in non_tensor_batch")
     bs = response_mask.shape[0]
     scores = collect_scores(settings.keys, batch, non_tensor_batch, bs, response_mask.device)
-    offset = None
-    if _get(config, "use_kl_in_reward", False) and batch is not None and "token_level_scores" in batch.keys():
+    offset, weights = None, settings.weights
+    kl_on = settings.kl != "dropped" and _get(config, "use_kl_in_reward", False)
+    if kl_on and batch is not None and "token_level_scores" in batch.keys():
         offset = (token_level_rewards - batch["token_level_scores"]).sum(-1)
+        if settings.kl == "component":  # one more reward column (bs, K+1), normalized inside its group
+            scores = torch.cat([scores, offset.to(scores.dtype).unsqueeze(1)], dim=1)
+            offset, weights = None, (*weights, 1.0)
     if settings.backend == "verl":
-        if offset is not None:
-            raise ValueError("algorithm.gdpo_backend=verl does not take use_kl_in_reward; use gdpo_backend=fast")
+        if len(weights) != len(settings.weights) or offset is not None:
+            raise ValueError(
+                "algorithm.gdpo_backend=verl does not take use_kl_in_reward with algorithm.gdpo_kl="
+                f"{settings.kl}; use gdpo_backend=fast or gdpo_kl=dropped"
+            )
         adv = verl_backend(scores.cpu(), index, response_mask.cpu(), settings).to(response_mask.device)
     else:
         adv = gdpo_advantages(
             scores,
             index,
             response_mask,
-            settings.weights,
+            weights,
             norm_by_std=settings.norm_by_std,
             epsilon=settings.epsilon,
             final_norm=settings.final_norm,
@@ -279,4 +293,4 @@ def dump_inputs(folder: str, keys, batch, index, response_mask, scores, advantag
     return path
 
 
-__all__ = ["BACKENDS", "FINAL_NORMS", "GDPOSettings", "compute_gdpo_advantage"]
+__all__ = ["BACKENDS", "FINAL_NORMS", "KL_MODES", "GDPOSettings", "compute_gdpo_advantage"]
