@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml
 		echo "No GPU: installing the local CPU build of torch 2.13.0"; \
 		$(PIP) install --progress-bar off torch==2.13.0 && $(PIP) install --progress-bar off -e '.[dev]'; \
 	fi
+	# BFCL's checker and data for the tool-calling evaluation, without the leaderboard's API clients (README)
+	$(PIP) install --progress-bar off --no-deps bfcl-eval==2026.3.23
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -6,7 +6,9 @@ as ground truth (data_source ``openai/gsm8k``). Splits keep GSM8K's train/test s
 
 Sources: local files (``.parquet``, ``.jsonl`` or ``.json`` with ``question`` and ``answer`` columns) given
 with ``--train-file`` and ``--test-file``; without them the Hugging Face dataset ``openai/gsm8k`` (config
-``main``) is downloaded with ``datasets`` (needs network). Malformed records (a missing or empty field, an
+``main``) is downloaded with ``datasets`` (needs network). The ground truth loses GSM8K's thousands separators
+(``#### 1,080`` -> ``1080``, as verl's own GSM8K preprocessing does): with the comma no answer could score on both
+correctness (string equality) and integer (all digits). Malformed records (a missing or empty field, an
 answer without ``####`` or with nothing after it) are counted by reason; the run fails unless
 ``--skip-bad`` drops them. Run from the repository root:
 
@@ -34,7 +36,7 @@ def to_row(split: str):
         answer = require_text(record, "answer")
         if "####" not in answer:
             raise BadRecord("answer has no '####' line")
-        number = answer.split("####")[1].strip()
+        number = answer.split("####")[1].strip().replace(",", "")
         if not number:
             raise BadRecord("answer has nothing after '####'")
         prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]

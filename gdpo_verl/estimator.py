@@ -12,6 +12,7 @@ Config (under ``algorithm``; verl's AlgoConfig declares the first two):
     gdpo_backend:           fast | verl                  (verl: literal per-reward compute_grpo_outcome_advantage)
     gdpo_epsilon:           1e-6
     norm_adv_by_std_in_grpo: true                        verl's key; false is the paper's "w/o std" variant
+    gdpo_kl:                dropped | after_norm | component   (use_kl_in_reward only; default dropped, see below)
     gdpo_dump_dir:          null                         a folder: each call saves its inputs there (debugging)
 Per component ``name`` the estimator reads ``data.batch["token_level_scores_<name>"]`` (bs, T): the data path with
 the ``gdpo_multi`` manager, in both trainers (layout in ``gdpo_verl.core.token_scores``: each response's value is
@@ -20,9 +21,12 @@ the sum over its tokens, NaN = abstain). Only upstream-style configs (another re
 (None = missing); ``gdpo_verl.verl_glue`` puts them there in verl's V1 trainer too.
 
 KL in reward (``algorithm.use_kl_in_reward=true``): verl subtracts the per-token KL penalty from
-``token_level_rewards``; the estimator adds that penalty's per-response sum,
-``(token_level_rewards - token_level_scores).sum(-1)``, to the weighted sum of normalized rewards before the
-final normalization, so it is never dropped (it stays unnormalized, as in GRPO with KL in reward).
+``token_level_rewards``; its per-response sum is ``(token_level_rewards - token_level_scores).sum(-1)`` (bs,).
+``algorithm.gdpo_kl`` says what GDPO does with it: ``dropped`` (default: the reference GDPO run, whose estimator
+never read ``token_level_rewards``; the paper's numbers come from it), ``after_norm`` (added to the weighted sum of
+normalized rewards before the final normalization, unnormalized: effective scale kl_coef) or ``component`` (one
+more reward, normalized inside its group like the others, weight 1: unit scale, as GRPO's KL in groups whose rewards
+are all equal).
 """
 
 from __future__ import annotations
@@ -197,19 +201,26 @@ def compute_gdpo_advantage(
     check_uids(index, bs)
     shape = tuple(response_mask.shape)
     scores = collect_scores(settings.keys, batch, non_tensor_batch, bs, response_mask.device, shape)
-    offset = None
-    if _get(config, "use_kl_in_reward", False) and batch is not None and "token_level_scores" in batch.keys():
+    offset, weights = None, settings.weights
+    kl_on = settings.kl != "dropped" and _get(config, "use_kl_in_reward", False)
+    if kl_on and batch is not None and "token_level_scores" in batch.keys():
         offset = (token_level_rewards - batch["token_level_scores"]).sum(-1)
+        if settings.kl == "component":  # one more reward column (bs, K+1), normalized inside its group
+            scores = torch.cat([scores, offset.to(scores.dtype).unsqueeze(1)], dim=1)
+            offset, weights = None, (*weights, 1.0)
     if settings.backend == "verl":
-        if offset is not None:
-            raise ValueError("algorithm.gdpo_backend=verl does not take use_kl_in_reward; use gdpo_backend=fast")
+        if len(weights) != len(settings.weights) or offset is not None:
+            raise ValueError(
+                "algorithm.gdpo_backend=verl does not take use_kl_in_reward with algorithm.gdpo_kl="
+                f"{settings.kl}; use gdpo_backend=fast or gdpo_kl=dropped"
+            )
         adv = verl_backend(scores.cpu(), index, response_mask.cpu(), settings).to(response_mask.device)
     else:
         adv = gdpo_advantages(
             scores,
             index,
             response_mask,
-            settings.weights,
+            weights,
             norm_by_std=settings.norm_by_std,
             epsilon=settings.epsilon,
             final_norm=settings.final_norm,

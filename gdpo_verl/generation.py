@@ -6,8 +6,9 @@ The one generation helper of the project: ``gdpo_verl.demo.evaluate`` (the toy t
 - ``hf_generate(model, tokenizer, prompts, ...)``: each prompt (a chat list of ``{role, content}``) goes through
   the tokenizer's chat template with the generation prompt; rows are left padded into batches of
   ``(batch_size, prompt_len)`` token ids; responses are cut at eos and decoded with ``skip_special_tokens=True``,
-  as verl's reward loop decodes them. Temperature 0 is greedy decoding; otherwise plain sampling (``top_k`` 0,
-  ``top_p`` 1) seeded once with ``torch.manual_seed(seed)`` before the first batch.
+  as verl's reward loop decodes them. Temperature 0 is greedy decoding; otherwise sampling with nucleus
+  ``top_p`` (default 1: plain sampling; ``top_k`` 0) seeded once with ``torch.manual_seed(seed)`` before the
+  first batch.
 - ``vllm_generate(model_path, prompts, ...)``: the same through ``vllm.LLM.chat`` (guarded import; needs a GPU
   and the ``gpu`` extra). Not exercised by the CPU test suite.
 
@@ -32,9 +33,9 @@ class Generation(NamedTuple):
     tokens: int
 
 
-def _sampling(temperature: float) -> dict[str, Any]:
+def _sampling(temperature: float, top_p: float = 1.0) -> dict[str, Any]:
     if temperature > 0:
-        return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": top_p}
     return {"do_sample": False}
 
 
@@ -49,6 +50,7 @@ def hf_generate(
     seed: int = 0,
     batch_size: int | None = None,
     progress: bool = False,
+    top_p: float = 1.0,
 ) -> list[Generation]:
     """``samples`` responses per chat prompt (prompt-major), in batches of ``batch_size`` rows (None: one batch)."""
     texts = [
@@ -77,7 +79,7 @@ def hf_generate(
             max_new_tokens=max_new_tokens,
             eos_token_id=eos,
             pad_token_id=pad,
-            **_sampling(temperature),
+            **_sampling(temperature, top_p),
         )[:, width:]
         for row in generated.tolist():
             tokens = row.index(eos) + 1 if eos in row else len(row)
@@ -103,11 +105,12 @@ def vllm_generate(
     temperature: float = 0.0,
     samples: int = 1,
     seed: int = 0,
+    top_p: float = 1.0,
 ) -> list[Generation]:  # pragma: no cover - needs a GPU and vLLM
     """``hf_generate``'s contract through vLLM (one engine per call; its own progress bar)."""
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=model_path, seed=seed)
-    params = SamplingParams(n=samples, temperature=temperature, max_tokens=max_new_tokens, seed=seed)
+    params = SamplingParams(n=samples, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=seed)
     results = llm.chat([list(p) for p in prompts], params, use_tqdm=True)
     return [Generation(o.text, len(o.token_ids)) for r in results for o in r.outputs]

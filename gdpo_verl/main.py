@@ -268,7 +268,11 @@ def run(cfg: DictConfig) -> Path:
     from gdpo_verl.tools.plot import plot_runs
 
     try:
-        png = plot_runs([out], out / "rewards.png", labels=[f"{cfg.algorithm.adv_estimator}-seed{cfg.seed}"])
+        png = plot_runs(
+            [out],
+            out / "rewards.png",
+            labels=[f"{cfg.launch.get('method', cfg.algorithm.adv_estimator)}-seed{cfg.seed}"],
+        )
         print(f"[gdpo-verl] done: metrics in {out / METRICS_FILE}, per-reward curves in {png}", flush=True)
     except ValueError as e:  # nothing plottable was logged
         print(f"[gdpo-verl] done: metrics in {out / METRICS_FILE} (no plot: {e})", flush=True)

@@ -149,13 +149,35 @@ def test_gsm8k_from_local_files(tmp_path):
         gsm8k.main(argv)
     gsm8k.main([*argv, "--skip-bad"])
     train_rows = rows(tmp_path / "out" / "train.parquet")
-    assert [r["reward_model"]["ground_truth"] for r in train_rows] == ["7", "1,200"]  # verbatim after ####
+    assert [r["reward_model"]["ground_truth"] for r in train_rows] == ["7", "1200"]  # after ####, no separators
     assert train_rows[0]["prompt"] == [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": "What is 3 + 4?"},
     ]
     assert train_rows[0]["data_source"] == "openai/gsm8k"
     assert rows(tmp_path / "out" / "test.parquet")[0]["reward_model"]["ground_truth"] == "-3"
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth"),
+    [("x\n#### 1,080", "1080"), ("#### 850,000", "850000"), ("#### 1,234,567", "1234567"), ("#### -3,000", "-3000")],
+)
+def test_gsm8k_ground_truths_lose_thousands_separators_so_one_answer_scores_on_both_rewards(answer, truth):
+    from gdpo_verl.rewards.gsm8k import correctness_reward, integer_reward
+
+    row = gsm8k.to_row("train")({"question": "q", "answer": answer}, 0)
+    assert row["reward_model"]["ground_truth"] == truth
+    if not truth.startswith("-"):  # a digit-only answer can now be right on both rewards
+        response = f"<think>t</think>\n<answer>{truth}</answer>"
+        assert correctness_reward(response, truth) == 1.0 and integer_reward(response, truth) == 1.0
+
+
+@pytest.mark.parametrize("answer", ["#### ,", "#### ,,,"])
+def test_gsm8k_a_ground_truth_of_separators_only_is_a_bad_record(answer):
+    from data_prep.common import BadRecord
+
+    with pytest.raises(BadRecord, match="nothing after '####'"):
+        gsm8k.to_row("train")({"question": "q", "answer": answer}, 0)
 
 
 # ----------------------------------------------------------------------------------------------- deepscaler

@@ -165,6 +165,11 @@ def test_missing_non_tensor_scalars_abstain_instead_of_poisoning_the_batch():
         ({"gdpo_reward_keys": ["a"], "gdpo_final_norm": "batch"}, ValueError, "valid values: token, sequence, none"),
         ({"gdpo_reward_keys": ["a"], "gdpo_backend": "numba"}, ValueError, "valid values: fast, verl"),
         (
+            {"gdpo_reward_keys": ["a"], "gdpo_kl": "before_norm"},
+            ValueError,
+            "algorithm.gdpo_kl.*before_norm.*valid values: dropped, after_norm, component",
+        ),
+        (
             {"gdpo_reward_keys": ["a"], "gdpo_reward_conditions": {"a": {"on": "zz", "threshold": 1}}},
             ValueError,
             "must name two different components",
@@ -218,7 +223,7 @@ def test_every_advantage_is_finite_on_hostile_batches(batch, final_norm, norm_by
     assert torch.isfinite(adv).all(), adv
     if backend == "fast":  # the KL offset path (fast backend only)
         config = algo(gdpo_reward_keys=keys, gdpo_reward_weights=weights, gdpo_final_norm=final_norm,
-                      use_kl_in_reward=True)  # fmt: skip
+                      use_kl_in_reward=True, gdpo_kl="component" if norm_by_std else "after_norm")  # fmt: skip
         rewards = -offsets.unsqueeze(-1).expand(mask.shape).to(torch.float32) / max(mask.shape[1], 1)
         data = DataProto.from_dict(tensors={"token_level_scores": torch.zeros(mask.shape)}, non_tensors=columns)
         adv, _ = compute_gdpo_advantage(rewards, mask, index=uids, config=config, batch=data.batch,

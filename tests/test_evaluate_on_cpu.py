@@ -96,7 +96,7 @@ def test_label_from_the_runs_hydra_config(tmp_path):
 
 
 def test_options_are_validated():
-    with pytest.raises(ValueError, match="valid values: toolcall, gsm8k, deepscaler, code, demo"):
+    with pytest.raises(ValueError, match="valid values: bfcl, toolcall, gsm8k, deepscaler, code, demo"):
         ev.evaluate("gsm8", ["m"], "x.parquet")
     with pytest.raises(ValueError, match="valid values: auto, hf, vllm"):
         ev.evaluate("demo", ["m"], "x.parquet", backend="tgi")
@@ -104,6 +104,65 @@ def test_options_are_validated():
         ev.evaluate("demo", ["m"], "x.parquet", samples=4, temperature=0.0)
     with pytest.raises(ValueError, match="one --label per checkpoint"):
         ev.evaluate("demo", ["a", "b"], "x.parquet", labels=["only one"])
+    for top_p in (0.0, 1.5):
+        with pytest.raises(ValueError, match=r"--top-p .*\(0, 1\]"):
+            ev.evaluate("deepscaler", ["m"], "x.parquet", top_p=top_p)
+
+
+def test_avg_at_k_and_pass_at_k():
+    # 3 problems x 2 samples, prompt-major. correctness per sample: [1, 0], [0, 0], [1, 1]
+    answers = ["7", "8", "1", "2", "5", "5"]
+    gens = [Generation(f"<a>{a}</a>", 1) for a in answers]
+    result = ev.score(ev.TASKS["demo"], gens, ["7", "5", "5"], budget=0)
+    assert result["correctness"] == 50.0  # avg@2: 3 right of 6
+    assert result["pass@2"] == pytest.approx(200 / 3)  # problems 0 and 2 have a right sample
+    assert "pass@2" not in ev.score(ev.TASKS["demo"], gens[:3], ["7", "8", "1"], budget=0)  # one sample: no pass@k
+
+
+def test_seeds_of_a_method_get_a_mean_and_a_95_percent_interval():
+    task = ev.TASKS["gsm8k"]
+    labels = ["gdpo-seed0", "gdpo-seed1", "gdpo-seed2", "grpo-seed0"]
+    results = [{"accuracy": a, "format": 90.0, "integer": 80.0, "n": 100.0} for a in (30.0, 32.0, 34.0, 25.0)]
+    markdown, rows = ev.tables(task, labels, results)
+    assert rows[0] == ["metric (%)", *labels, "gdpo (mean ± 95% CI)"]  # one seed of grpo: no interval column
+    # mean 32, sample std 2, t(0.975, 2 df) = 4.303: half-width 4.303 * 2 / sqrt(3) = 4.97
+    assert rows[1] == ["accuracy", "30.00", "32.00", "34.00", "25.00", "32.00 ± 4.97 (n=3)"]
+    assert rows[2][-1] == "90.00 ± 0.00 (n=3)"
+    assert ev.method_of("grpo_nostd-seed12") == "grpo_nostd" and ev.method_of("base") == "base"
+    assert ev.method_of("run-seedling") == "run-seedling"
+
+
+def test_per_task_decoding_defaults_and_overrides(monkeypatch):
+    calls = []
+
+    def fake_generate(model, prompts, budget, temperature, samples, seed, backend, batch_size, top_p):
+        calls.append((temperature, top_p, samples))
+        return [Generation("<a>1</a>", 1)] * (len(prompts) * samples)
+
+    monkeypatch.setattr(ev, "generate", fake_generate)
+    monkeypatch.setattr(ev, "find_model", lambda c: c)
+    monkeypatch.setattr(ev, "load_rows", lambda data, limit, task: ([[{"role": "user", "content": "q"}]], ["1"]))
+    ev.evaluate("deepscaler", ["m"], None, labels=["x"])
+    ev.evaluate("demo", ["m"], None, labels=["x"])
+    ev.evaluate("deepscaler", ["m"], None, labels=["x"], temperature=1.0, top_p=0.9, samples=4)
+    ev.evaluate("deepscaler", ["m"], None, labels=["x"], temperature=0.0)  # greedy: one sample
+    assert calls == [(0.6, 0.95, 16), (0.0, 1.0, 1), (1.0, 0.9, 4), (0.0, 0.95, 1)]
+
+
+def test_code_pass_at_1_runs_every_test_and_bug_ratio_counts_responses():
+    import json
+
+    # 20 tests of doubling; the first program is wrong only on the 18th (beyond the training reward's 16 tests),
+    # the second crashes on one input, the third is right everywhere
+    inputs = [f"{i}\n" for i in range(20)]
+    tests = json.dumps({"inputs": inputs, "outputs": [f"{2 * i}\n" for i in range(20)]})
+    late_miss = "```python\nx = int(input())\nprint(0 if x == 17 else 2 * x)\n```"
+    crash = "```python\nx = int(input())\nprint(2 * x if x != 3 else 1 // 0)\n```"
+    right = "```python\nprint(2 * int(input()))\n```"
+    gens = [Generation(text, 10) for text in (late_miss, crash, right)]
+    result = ev.score(ev.TASKS["code"], gens, [tests] * 3, budget=4000)
+    assert result["pass@1"] == pytest.approx(100 / 3)  # only the third passes every test
+    assert result["bug_ratio"] == pytest.approx(100 / 3)  # one response of three crashes (on one test of 20)
 
 
 @pytest.fixture(scope="module")

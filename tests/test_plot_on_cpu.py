@@ -72,7 +72,14 @@ def test_identity_from_hydra_config_name_and_label(tmp_path):
     c = write_run(tmp_path, "unnamed", config=False)
     d = write_run(tmp_path, "nostd", "grpo", 1, grpo_std=False)
     runs = load_runs([a, b, c, d])
-    assert [(r.method, r.seed) for r in runs] == [("gdpo", 7), ("grpo", 3), ("unnamed", None), ("grpo_no_std", 1)]
+    assert [(r.method, r.seed) for r in runs] == [("gdpo", 7), ("grpo", 3), ("unnamed", None), ("grpo_nostd", 1)]
+    # configs written now carry launch.method (the method group's name; ${algorithm.adv_estimator} by default)
+    e = write_run(tmp_path, "e", "grpo", 2)  # the name alone says grpo_nostd
+    f = write_run(tmp_path, "f", "grpo", 5)
+    for run, method in ((e, "grpo_nostd"), (f, "${algorithm.adv_estimator}")):
+        config = run / ".hydra" / "config.yaml"
+        config.write_text(config.read_text() + f"launch:\n  method: {method}\n")
+    assert [(r.method, r.seed) for r in load_runs([e, f])] == [("grpo_nostd", 2), ("grpo", 5)]
     relabelled = load_runs([a, c], labels=["baseline-seed2", "gdpo"])
     assert [(r.method, r.seed) for r in relabelled] == [("baseline", 2), ("gdpo", None)]
     with pytest.raises(ValueError, match="one --label per run"):

@@ -16,22 +16,94 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
-import yaml
+import torch
 from helpers.compose import compose_config
 from omegaconf import OmegaConf
 
 from gdpo_verl import main
 from gdpo_verl.components import parse_spec, resolve
-from gdpo_verl.core.contract import RewardSettings
 from gdpo_verl.main import apply_components
 from gdpo_verl.reward_calls import load_function
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 TASKS = ("toolcall", "gsm8k", "deepscaler", "code")
-METHODS = ("gdpo", "grpo")
+# What each method sets (config group `method`), relative to the recipe: the paper's method and its two baselines.
+METHOD_SETTINGS = {
+    "gdpo": {"algorithm.adv_estimator": "gdpo"},
+    "grpo": {"algorithm.adv_estimator": "grpo"},
+    "grpo_nostd": {"algorithm.adv_estimator": "grpo", "algorithm.norm_adv_by_std_in_grpo": False},
+}
+METHODS = tuple(METHOD_SETTINGS)
 PAIRS = [(task, method) for task in TASKS for method in METHODS]
+
+# The reference runs' settings (paper Table 6 and Sec. 4, NVlabs verl-GDPO, trl-GDPO on TRL 0.18), as dotted config
+# keys of the composed recipe (method=gdpo). Derived quantities are checked below from what verl will do with them.
+REFERENCE = {
+    "toolcall": {
+        "actor_rollout_ref.model.path": "Qwen/Qwen2.5-1.5B-Instruct",
+        "data.train_batch_size": 512,
+        "actor_rollout_ref.rollout.n": 4,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 128,
+        "actor_rollout_ref.actor.optim.lr": 1e-6,
+        "actor_rollout_ref.actor.optim.lr_scheduler_type": "constant",
+        "data.max_prompt_length": 2048,
+        "data.max_response_length": 1024,
+        "algorithm.use_kl_in_reward": True,
+        "algorithm.kl_ctrl.kl_coef": 0.001,
+        "algorithm.kl_ctrl.type": "fixed",
+        "actor_rollout_ref.actor.use_kl_loss": False,
+        "actor_rollout_ref.actor.entropy_coeff": 0.001,
+        "actor_rollout_ref.rollout.temperature": 1.0,
+        "trainer.total_epochs": 15,
+    },
+    "gsm8k": {
+        "actor_rollout_ref.model.path": "Qwen/Qwen2.5-1.5B-Instruct",
+        "actor_rollout_ref.rollout.n": 16,
+        "actor_rollout_ref.actor.optim.lr": 5e-6,
+        "actor_rollout_ref.actor.optim.lr_scheduler_type": "cosine",
+        "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": 0.1,
+        "actor_rollout_ref.actor.optim.weight_decay": 0.0,  # TRL's default (verl's is 0.01)
+        "actor_rollout_ref.actor.clip_ratio_low": 0.2,
+        "actor_rollout_ref.actor.clip_ratio_high": 0.2,
+        "actor_rollout_ref.actor.kl_loss_coef": 0.04,  # TRL 0.18's beta
+        "data.max_response_length": 1024,
+        "actor_rollout_ref.rollout.temperature": 1.0,
+        "trainer.total_epochs": 1,
+        "algorithm.gdpo_final_norm": "sequence",
+        "algorithm.gdpo_epsilon": 1e-4,
+    },
+    "deepscaler": {
+        "actor_rollout_ref.model.path": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+        "data.train_batch_size": 512,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 64,
+        "actor_rollout_ref.rollout.n": 16,
+        "actor_rollout_ref.actor.optim.lr": 1e-6,
+        "actor_rollout_ref.actor.clip_ratio_low": 0.2,
+        "actor_rollout_ref.actor.clip_ratio_high": 0.28,
+        "actor_rollout_ref.actor.use_kl_loss": True,
+        "actor_rollout_ref.actor.kl_loss_coef": 5e-4,
+        "data.max_response_length": 8000,
+        "algorithm.filter_groups.enable": True,
+        "trainer.v1.sampler.sampler_kwargs.group_filter": "any_component",
+        "algorithm.gdpo_final_norm": "sequence",
+    },
+    "code": {
+        "actor_rollout_ref.model.path": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+        "trainer.total_training_steps": 400,
+        "algorithm.gdpo_final_norm": "sequence",
+    },
+}
+# Reward components and conditions (paper Eq. 8: the length reward counts only when the answer is right / all pass).
+REFERENCE_REWARDS = {
+    "toolcall": (["format", "correctness"], {}),
+    "gsm8k": (["correctness", "integer", "format"], {}),
+    "deepscaler": (["correctness", "length"], {"length": {"on": "correctness", "threshold": 1.0}}),
+    "code": (["pass_rate", "bug_free", "length"], {"length": {"on": "pass_rate", "threshold": 1.0}}),
+}
+GSM8K_TRAIN_ROWS = 7473  # openai/gsm8k main/train
 
 
 _COMPOSED: dict[tuple, object] = {}
@@ -45,26 +117,44 @@ def compose_recipe(task: str, method: str | None = None, overrides=()):
     return copy.deepcopy(_COMPOSED[key])
 
 
-def test_all_recipes_and_scripts_are_there():
-    assert sorted(p.stem for p in RECIPES.glob("*.yaml")) == sorted(
-        [*TASKS, "demo", "demo_common", "demo_toolcall_scale", "gdpo_trainer"]
-    )
-    assert sorted(p.stem for p in (RECIPES / "method").glob("*.yaml")) == sorted(METHODS)
-    for task in TASKS:  # the method after the recipe's own keys, so the method's keys win
-        assert yaml.safe_load((RECIPES / f"{task}.yaml").read_text())["defaults"] == [
-            "gdpo_trainer",
-            "_self_",
-            {"method": "gdpo"},
-        ]
-    # one script per task, plus the shared launcher they all exec
-    assert sorted(p.stem for p in RECIPES.glob("*.sh")) == sorted([*TASKS, "launch"])
+def test_every_method_file_is_a_known_method_with_a_registered_estimator():
+    # A method added to recipes/method/ must get its settings above (the tests below then compose it everywhere).
+    assert {p.stem for p in (RECIPES / "method").glob("*.yaml")} == set(METHOD_SETTINGS)
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    import gdpo_verl.plugin  # noqa: F401  (registers gdpo in verl's estimator registry)
+
+    for method in METHODS:
+        cfg = compose_recipe("toolcall", method)
+        assert callable(get_adv_estimator_fn(cfg.algorithm.adv_estimator))
+        for key, value in METHOD_SETTINGS[method].items():
+            assert OmegaConf.select(cfg, key) == value, (method, key)
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_method_files_are_small_global_packages(method):
-    text = (RECIPES / "method" / f"{method}.yaml").read_text()
-    assert text.startswith("# @package _global_\n")
-    assert yaml.safe_load(text) == {"algorithm": {"adv_estimator": method}}
+@pytest.mark.parametrize("task", TASKS)
+def test_recipe_matches_its_reference_run(task):
+    cfg = compose_recipe(task, "gdpo")
+    got = {key: OmegaConf.select(cfg, key, default="<missing>") for key in REFERENCE[task]}
+    assert got == REFERENCE[task]
+    apply_components(cfg)  # the estimator reads what the recipe declares: components, conditions, final norm
+    from gdpo_verl.core.contract import RewardSettings
+
+    settings = RewardSettings.from_algorithm(cfg.algorithm)
+    keys, conditions = REFERENCE_REWARDS[task]
+    assert list(settings.keys) == keys and settings.weights == (1.0,) * len(keys)
+    assert {keys[c.target]: {"on": keys[c.on], "threshold": c.threshold} for c in settings.conditions} == conditions
+    if "algorithm.gdpo_final_norm" in REFERENCE[task]:
+        assert settings.final_norm == REFERENCE[task]["algorithm.gdpo_final_norm"]
+
+
+def test_gsm8k_optimizer_step_sees_trl_gdpos_512_completions():
+    # TRL 0.18 counts completions: 16 per device x 8 processes x gradient accumulation 4 = 512 per optimizer step.
+    cfg = compose_recipe("gsm8k", "gdpo")
+    actor, n = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout.n
+    updates_per_step = cfg.data.train_batch_size // actor.ppo_mini_batch_size * actor.ppo_epochs
+    assert updates_per_step == 1  # one on-policy optimizer step per training step, as TRL with num_iterations=1
+    assert actor.ppo_mini_batch_size * n == 16 * 8 * 4
+    assert GSM8K_TRAIN_ROWS // cfg.data.train_batch_size == 233  # verl's loader drops the last partial batch
 
 
 @pytest.mark.parametrize(("task", "method"), PAIRS)
@@ -75,7 +165,7 @@ def test_recipe_composes_imports_and_passes_verls_checks(task, method, monkeypat
     monkeypatch.setenv("GDPO_DATA", "/data")
     monkeypatch.delenv("GDPO_CKPT", raising=False)
     cfg = compose_recipe(task, method)
-    assert cfg.algorithm.adv_estimator == method
+    assert cfg.algorithm.adv_estimator == METHOD_SETTINGS[method]["algorithm.adv_estimator"]
     spec = apply_components(cfg)  # imports every reward function: a bad path or name fails here
     assert spec is not None and all(callable(load_function(c.path, c.fn)) for c in resolve(spec).values())
     assert list(cfg.algorithm.gdpo_reward_keys) == [c.name for c in spec.components]
@@ -91,10 +181,13 @@ def test_recipe_composes_imports_and_passes_verls_checks(task, method, monkeypat
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_methods_differ_only_in_the_estimator(task):
-    gdpo, grpo = (OmegaConf.to_container(compose_recipe(task, m)) for m in METHODS)
-    assert (gdpo["algorithm"].pop("adv_estimator"), grpo["algorithm"].pop("adv_estimator")) == METHODS
-    assert gdpo == grpo
+@pytest.mark.parametrize("method", METHODS[1:])
+def test_methods_differ_only_in_their_settings_and_name(task, method):
+    gdpo = compose_recipe(task, "gdpo")
+    other = compose_recipe(task, method)
+    for key in [*METHOD_SETTINGS[method], *METHOD_SETTINGS["gdpo"], "launch.method"]:
+        OmegaConf.update(other, key, OmegaConf.select(gdpo, key), force_add=True)
+    assert OmegaConf.to_container(other, resolve=True) == OmegaConf.to_container(gdpo, resolve=True)
     assert OmegaConf.to_container(compose_recipe(task)) == OmegaConf.to_container(compose_recipe(task, "gdpo"))
 
 
@@ -114,23 +207,40 @@ def test_tool_calling_applies_the_reference_kl_in_reward():
         assert cfg.algorithm.kl_ctrl.type == "fixed" and cfg.algorithm.kl_penalty == "kl"
         assert cfg.actor_rollout_ref.actor.use_kl_loss is False
         assert need_reference_policy(cfg)
-    header = (RECIPES / "toolcall.yaml").read_text().split("\ndefaults:")[0]
-    assert "no KL term acts" not in header and "ignores algorithm.use_kl_in_reward" not in header
-    assert "use_kl_in_reward=true" in header and "before the final normalization" in header
 
 
-def test_gsm8k_normalizes_like_trl_gdpo():
-    cfg = compose_recipe("gsm8k", "gdpo")
-    assert cfg.algorithm.gdpo_final_norm == "sequence" and cfg.algorithm.gdpo_epsilon == 1.0e-4
+def test_tool_calling_gdpo_drops_the_kl_penalty_as_the_reference_run_unless_asked():
+    # The recipe's algorithm config through the estimator: with the default the penalised rewards change nothing;
+    # gdpo_kl=after_norm and component let the penalty act.
+    from verl import DataProto
 
-    apply_components(cfg)
-    settings = RewardSettings.from_algorithm(cfg.algorithm)
-    assert (settings.final_norm, settings.epsilon) == ("sequence", 1.0e-4)
+    from gdpo_verl.estimator import compute_gdpo_advantage
+
+    mask = torch.ones(4, 3)
+    uids = np.array(["a", "a", "b", "b"], dtype=object)
+    columns = {"format": np.array([1.0, 1.0, 0.0, 1.0]), "correctness": np.array([3.0, 3.0, -3.0, 1.0])}
+    kl = torch.tensor([[0.0, -0.1, 0.0], [0.0, 0.0, -0.3], [0.0, 0.0, 0.0], [-0.2, 0.0, 0.0]])
+    batch = DataProto.from_dict(tensors={"token_level_scores": torch.zeros(4, 3)}, non_tensors=columns).batch
+
+    def advantages(overrides=(), rewards=kl):
+        cfg = compose_recipe("toolcall", "gdpo", overrides)
+        apply_components(cfg)
+        adv, _ = compute_gdpo_advantage(rewards, mask, index=uids, config=cfg.algorithm, batch=batch,
+                                        non_tensor_batch=columns)  # fmt: skip
+        return adv
+
+    without = advantages(rewards=torch.zeros(4, 3))
+    assert torch.equal(advantages(), without)
+    assert advantages(["algorithm.gdpo_kl=dropped"]).equal(without)
+    # group a has equal rewards: only the KL penalty can separate its two responses
+    assert advantages(["algorithm.gdpo_kl=after_norm"])[0, 0] != advantages(["algorithm.gdpo_kl=after_norm"])[1, 0]
+    component = advantages(["algorithm.gdpo_kl=component"])
+    assert component[0, 0] > component[1, 0]  # less KL (response 0: -0.1 vs -0.3) is the better response
 
 
 def test_deepscaler_dynamic_sampling_needs_the_v1_trainer():
     cfg = compose_recipe("deepscaler", "gdpo")
-    assert cfg.algorithm.filter_groups.enable and cfg.algorithm.filter_groups.metric == "correctness"
+    assert cfg.algorithm.filter_groups.enable
     assert cfg.trainer.use_v1 is True
     main.check_dynamic_sampling(cfg)
     legacy = compose_recipe("deepscaler", "gdpo", ["trainer.use_v1=false"])
@@ -160,6 +270,8 @@ def test_sweep_points_get_distinct_experiment_names():
     # The sweep varies the method and the seed; both are in the experiment name (and so the paths).
     cfg = compose_recipe("toolcall", "grpo", ["seed=2"])
     assert cfg.trainer.experiment_name == "qwen2.5-1.5b-grpo-seed2"
+    names = {compose_recipe("toolcall", m).trainer.experiment_name for m in METHODS}
+    assert names == {f"qwen2.5-1.5b-{m}-seed0" for m in METHODS}  # the two GRPO baselines never share a folder
     assert cfg.data.seed == 2 and cfg.actor_rollout_ref.rollout.seed == 2  # gdpo_trainer wires the seed
 
 
@@ -213,22 +325,23 @@ def test_launch_script(task, tmp_path):
     assert os.access(script, os.X_OK)
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     usage = subprocess.run([str(script), "sgd"], capture_output=True, text=True)
-    assert usage.returncode == 2 and "gdpo|grpo" in usage.stderr
+    assert usage.returncode == 2 and "|".join(METHODS) in usage.stderr
     env = {**os.environ, "GDPO_DATA": str(tmp_path)}  # no data there: the script says how to make it
     missing = subprocess.run([str(script), "gdpo"], capture_output=True, text=True, env=env)
     assert missing.returncode == 1 and "python -m data_prep." in missing.stderr
     (tmp_path / task).mkdir()
     (tmp_path / task / "train.parquet").touch()  # data there: the launcher runs the recipe with the method
     env["PYTHON"] = "echo"
-    ran = subprocess.run([str(script), "grpo", "seed=1"], capture_output=True, text=True, env=env)
-    assert ran.returncode == 0 and ran.stdout.split() == [
-        "-m",
-        "gdpo_verl.main",
-        "--config-name",
-        task,
-        "method=grpo",
-        "seed=1",
-    ]
+    for method in METHODS:  # the launcher takes every method
+        ran = subprocess.run([str(script), method, "seed=1"], capture_output=True, text=True, env=env)
+        assert ran.returncode == 0 and ran.stdout.split() == [
+            "-m",
+            "gdpo_verl.main",
+            "--config-name",
+            task,
+            f"method={method}",
+            "seed=1",
+        ]
 
 
 def test_launch_scripts_pass_shellcheck():

@@ -1,6 +1,7 @@
 """Tool-calling rewards (gdpo_verl.rewards.toolcall) on hand-computed cases, fuzzed, and timed on hostile text.
 
-Every expected value is derived in a comment from the definitions in the module docstring:
+Every expected value is derived in a comment from the definitions in the module docstring (the reference's ToolRL
+``rlla`` values by default, ``strict=True`` where a case says so):
 R = 6 * S / S_max - 3, S_max = 1 + sum_gt (1 + |params|), S = match(names) + per-call best
 [match(keys) + equal values], match(a, b) = |a & b| / (|a| + |b| - |a & b|).
 Run: python -m pytest tests/test_rewards_toolcall_on_cpu.py
@@ -52,7 +53,6 @@ def test_no_tool_call_in_ground_truth_scores_zero():
         answer(response="no calls"),  # no <tool_call> block at all
         "<think>x</think>\n<tool_call>\n{not json}\n</tool_call>",  # a line that is not JSON
         "<think>x</think>\n<tool_call>\n" + json.dumps({"name": "f"}) + "\n</tool_call>",  # no parameters
-        "<think>x</think>\n<tool_call>\n" + json.dumps({"name": 3, "parameters": {}}) + "\n</tool_call>",  # bad name
         "<think>x</think>\n<tool_call>\n" + json.dumps([1, 2]) + "\n</tool_call>",  # not an object
         "<think>x</think>\n<tool_call>\n"
         + json.dumps(call("f", a=1))
@@ -61,8 +61,9 @@ def test_no_tool_call_in_ground_truth_scores_zero():
         + "\n</tool_call>",  # a blank line between calls is a line that is not JSON, as in the reference
     ],
 )
-def test_missing_or_malformed_block_scores_minus_three(response):
-    assert correctness_reward(response, answer(call("f", a=1))) == -3.0
+@pytest.mark.parametrize("strict", [False, True])
+def test_missing_or_malformed_block_scores_minus_three(response, strict):
+    assert correctness_reward(response, answer(call("f", a=1)), strict=strict) == -3.0
 
 
 def test_exact_match_scores_three():
@@ -99,8 +100,58 @@ def test_exact_match_scores_three():
         ([call("f", a=1)], [call("f", a="1")], 1.0),
     ],
 )
-def test_partial_credit(gt_calls, pred_calls, expected):
-    assert correctness_reward(answer(*pred_calls), answer(*gt_calls)) == pytest.approx(expected)
+@pytest.mark.parametrize("strict", [False, True])
+def test_partial_credit(gt_calls, pred_calls, expected, strict):
+    # valid calls only: both modes score alike
+    assert correctness_reward(answer(*pred_calls), answer(*gt_calls), strict=strict) == pytest.approx(expected)
+
+
+def block(*lines):
+    """A response whose tool-call block holds these raw lines (JSON-encoded unless already text)."""
+    body = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
+    return f"<think>x</think>\n<tool_call>\n{body}\n</tool_call>"
+
+
+# (ground truth, response, reference value, strict value): every branch of the reference's correctness reward
+# (ToolRL rlla ``customize_correctness_reward_tool``: its catch-all gives -3 wherever its code raises).
+GT_F, F_A1 = answer(call("f", a=1)), call("f", a=1)  # ground truth f(a=1), and that call
+CORRECTNESS_BRANCHES = {
+    "ground truth calls no tool": (answer(response="hi"), block(F_A1), 0.0, 0.0),
+    "no block": (GT_F, answer(response="hi"), -3.0, -3.0),
+    "unclosed block": (GT_F, "<think>x</think>\n<tool_call>\n" + json.dumps(F_A1), -3.0, -3.0),
+    "a line is not JSON": (GT_F, block(F_A1, "{oops"), -3.0, -3.0),
+    "a line is a JSON string": (GT_F, block(F_A1, '"f"'), -3.0, -3.0),
+    "a line without a name": (GT_F, block(F_A1, {"parameters": {}}), -3.0, -3.0),
+    "an unhashable name": (GT_F, block(F_A1, {"name": ["f"], "parameters": {}}), -3.0, -3.0),
+    "exact match": (GT_F, block(F_A1), 3.0, 3.0),
+    # names [f] vs [f, x]: 1/(1+2-1) = 0.5; f: keys 1 + value 1 = 2. S = 2.5, S_max = 3: R = 6*2.5/3 - 3 = 2.
+    "an extra line without parameters": (GT_F, block(F_A1, {"name": "x"}), 2.0, -3.0),
+    "an extra line with non-object parameters": (
+        GT_F,
+        block(F_A1, {"name": "x", "parameters": "a=1"}),
+        2.0,
+        -3.0,
+    ),
+    # a number as name is counted like any other (names [f] vs [f, 3]): as above, 2.0; strict wants a string.
+    "an extra line with a numeric name": (GT_F, block(F_A1, {"name": 3, "parameters": {}}), 2.0, -3.0),
+    # a call to a ground-truth tool without parameters: the reference reads them and fails.
+    "a same-name line without parameters": (GT_F, block(F_A1, {"name": "f"}), -3.0, -3.0),
+    "a same-name line with list parameters": (
+        GT_F,
+        block({"name": "f", "parameters": ["a"]}),
+        -3.0,
+        -3.0,
+    ),
+    # the only line names another tool, without parameters: names [f] vs [x] = 0, nothing matched: S = 0, R = -3.
+    "only a line without parameters": (GT_F, block({"name": "x"}), -3.0, -3.0),
+}
+
+
+@pytest.mark.parametrize("case", list(CORRECTNESS_BRANCHES))
+def test_correctness_branches_pin_the_reference_and_strict_values(case):
+    gt, response, reference, strict = CORRECTNESS_BRANCHES[case]
+    assert correctness_reward(response, gt) == pytest.approx(reference)
+    assert correctness_reward(response, gt, strict=True) == pytest.approx(strict)
 
 
 def test_match_score_definition():
@@ -125,37 +176,77 @@ def test_malformed_ground_truth_is_a_data_error():
 # --------------------------------------------------------------------------------------------------- format
 
 
-@pytest.mark.parametrize(
-    ("gt", "response", "expected"),
-    [
-        (answer(call("f")), answer(call("f", a=1)), 1.0),  # think + tool_call layout, any calls
-        (answer(call("f")), answer(call("f"), response="hi"), 0.0),  # a <response> the layout does not have
-        (answer(call("f")), "<think>a</think><tool_call>\n{}\n</tool_call>", 0.0),  # no newline after </think>
-        (answer(call("f")), "<think>a</think>\n<tool_call>{}</tool_call>", 0.0),  # block not on its own lines
-        (answer(call("f")), "<think>a</think><think>b</think>\n<tool_call>\n{}\n</tool_call>", 0.0),  # 2 thinks
-        (answer(response="x"), answer(response="hello"), 1.0),  # think + response
-        (answer(response="x"), "<think>a</think>\n<response>b</response>\n<response>c</response>", 0.0),
-        (answer(call("f"), response="x"), answer(call("g"), response="done"), 1.0),  # all three, in order
-        (
-            answer(call("f"), response="x"),
-            "<think>a</think>\n<response>b</response>\n<tool_call>\n{}\n</tool_call>",
-            0.0,
-        ),
-        (answer(), "<think>only thinking</think>", 1.0),  # think only
-        (answer(), "<think>a</think>\ntrailing text", 0.0),
-        (answer(response="x"), "  \n" + answer(response="hello") + "\n\n", 1.0),  # surrounding whitespace stripped
-        (answer(response="x"), "<|im_start|>assistant\n" + answer(response="y") + "<|im_end|>", 1.0),  # transcript
-        (answer(response="x"), "", 0.0),
-    ],
-)
-def test_format(gt, response, expected):
-    assert format_reward(response, gt) == expected
+# (ground truth, response, reference value, strict value): every branch of the reference's format reward
+# (ToolRL rlla ``customize_format_reward_func``: the layout regex, and the layout's tool_call/response tags once).
+FORMAT_BRANCHES = {
+    "think + tool_call": (answer(call("f")), answer(call("f", a=1)), 1.0, 1.0),
+    "an extra <response>": (answer(call("f")), answer(call("f"), response="hi"), 0.0, 0.0),
+    "no newline after </think>": (answer(call("f")), "<think>a</think><tool_call>\n{}\n</tool_call>", 0.0, 0.0),
+    "block not on its own lines": (answer(call("f")), "<think>a</think>\n<tool_call>{}</tool_call>", 0.0, 0.0),
+    "two tool_call blocks": (answer(call("f")), answer(call("f")) + "\n<tool_call>\n{}\n</tool_call>", 0.0, 0.0),
+    # the lazy <think>.*?</think> spans a second think block / a stray </think>: the reference gives 1
+    "two think blocks": (
+        answer(call("f")),
+        "<think>a</think><think>b</think>\n<tool_call>\n{}\n</tool_call>",
+        1.0,
+        0.0,
+    ),
+    "text after a stray </think>": (
+        answer(call("f")),
+        "<think>a</think> free text </think>\n<tool_call>\n{}\n</tool_call>",
+        1.0,
+        0.0,
+    ),
+    "think + response": (answer(response="x"), answer(response="hello"), 1.0, 1.0),
+    "two responses": (
+        answer(response="x"),
+        "<think>a</think>\n<response>b</response>\n<response>c</response>",
+        0.0,
+        0.0,
+    ),
+    # only the layout's own tags are counted: a <tool_call> inside the reasoning of a response-only answer passes
+    "a tool_call tag inside think": (
+        answer(response="x"),
+        "<think>a <tool_call></think>\n<response>b</response>",
+        1.0,
+        1.0,
+    ),
+    "all three in order": (answer(call("f"), response="x"), answer(call("g"), response="done"), 1.0, 1.0),
+    "all three out of order": (
+        answer(call("f"), response="x"),
+        "<think>a</think>\n<response>b</response>\n<tool_call>\n{}\n</tool_call>",
+        0.0,
+        0.0,
+    ),
+    "think only": (answer(), "<think>only thinking</think>", 1.0, 1.0),
+    "think only, twice": (answer(), "<think>a</think>\n<think>b</think>", 1.0, 0.0),
+    "think only, trailing text": (answer(), "<think>a</think>\ntrailing text", 0.0, 0.0),
+    "surrounding whitespace": (answer(response="x"), "  \n" + answer(response="hello") + "\n\n", 1.0, 1.0),
+    "chat transcript": (
+        answer(response="x"),
+        "<|im_start|>assistant\n" + answer(response="y") + "<|im_end|>",
+        1.0,
+        1.0,
+    ),
+    "empty": (answer(response="x"), "", 0.0, 0.0),
+}
+
+
+@pytest.mark.parametrize("case", list(FORMAT_BRANCHES))
+def test_format_branches_pin_the_reference_and_strict_values(case):
+    gt, response, reference, strict = FORMAT_BRANCHES[case]
+    assert format_reward(response, gt) == reference
+    assert format_reward(response, gt, strict=True) == strict
 
 
 def test_compute_score_sums_the_two_rewards():
     gt = answer(call("f", a=1))
     # format 1 (think + tool_call) and correctness 1 (value wrong: see test_partial_credit) -> score 2.
     assert compute_score("rlla", answer(call("f", a=2)), gt) == {"score": 2.0, "format": 1.0, "correctness": 1.0}
+    # strict reaches both rewards: a second </think> and a padding line cost format 1 and correctness 5 (2 -> -3)
+    hacked = "<think>a</think>b</think>\n<tool_call>\n" + json.dumps(call("f", a=1)) + '\n{"name": "x"}\n</tool_call>'
+    assert compute_score("rlla", hacked, gt) == {"score": 3.0, "format": 1.0, "correctness": 2.0}
+    assert compute_score("rlla", hacked, gt, strict=True) == {"score": -3.0, "format": 0.0, "correctness": -3.0}
 
 
 # ---------------------------------------------------------------------------------------------- robustness
@@ -173,8 +264,9 @@ GROUND_TRUTHS = [
 
 @given(text=st.one_of(tag_soup, st.text(max_size=300)), gt=st.sampled_from(GROUND_TRUTHS))
 def test_never_raises_and_stays_in_range(text, gt):
-    assert format_reward(text, gt) in (0.0, 1.0)
-    assert -3.0 <= correctness_reward(text, gt) <= 3.0
+    for strict in (False, True):
+        assert format_reward(text, gt, strict=strict) in (0.0, 1.0)
+        assert -3.0 <= correctness_reward(text, gt, strict=strict) <= 3.0
     assert set(compute_score("rlla", text, gt)) == {"score", "format", "correctness"}
 
 
@@ -201,13 +293,14 @@ def hostile_texts(size=64 * 1024):
 @pytest.mark.parametrize("name", list(hostile_texts()))
 def test_hostile_input_is_fast(name):
     text = hostile_texts()[name]
-    gt = answer(call("f", a=1), response="y")
-    for fn in (format_reward, correctness_reward):
-        best = min(_timed(fn, text, gt) for _ in range(3))  # best of 3: the machine may be busy
-        assert best < 0.05, f"{fn.__name__} took {best * 1000:.1f} ms on {name}"
+    for gt in (answer(call("f", a=1), response="y"), answer(call("f", a=1)), answer(response="y"), answer()):
+        for fn in (format_reward, correctness_reward):
+            for strict in (False, True):
+                best = min(_timed(fn, text, gt, strict) for _ in range(3))  # best of 3: the machine may be busy
+                assert best < 0.05, f"{fn.__name__} (strict={strict}) took {best * 1000:.1f} ms on {name}"
 
 
-def _timed(fn, *args):
+def _timed(fn, text, gt, strict):
     start = time.perf_counter()
-    fn(*args)
+    fn(text, gt, strict=strict)
     return time.perf_counter() - start

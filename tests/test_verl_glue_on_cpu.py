@@ -281,13 +281,23 @@ def test_legacy_and_v1_log_the_same_metrics_for_a_conditioned_reward_with_a_miss
     assert legacy["gdpo/format/mean"] == pytest.approx(1 / 3) and np.isfinite(legacy["gdpo/correctness/mean"])
 
 
-def test_kl_in_reward_is_added_before_the_final_normalization_not_dropped():
+def test_kl_in_reward_through_verls_compute_advantage_in_each_gdpo_kl_mode():
     data = legacy_batch()
     kl = torch.tensor([[0.0, -0.1, 0.0], [0.0, 0.0, -0.3], [0.0, 0.0, 0.0], [-0.2, 0.0, 0.0]])
     data.batch["token_level_rewards"] = data.batch["token_level_scores"] + kl  # verl: rewards = scores - beta*kl
-    with_kl = ray_trainer.compute_advantage(data, "gdpo", config=algo(use_kl_in_reward=True)).batch["advantages"]
+
+    def advantages(**kw):
+        return ray_trainer.compute_advantage(data, "gdpo", config=algo(use_kl_in_reward=True, **kw)).batch["advantages"]
+
+    # default: dropped, as the reference GDPO run
+    assert torch.allclose(advantages(), expected(), atol=1e-6)
+    with_kl = advantages(gdpo_kl="after_norm")  # added before the final normalization
     ref = gdpo_advantages(SCORES, UIDS, response_mask(), weights=[1.0, 2.0], offset=kl.sum(-1))
     assert torch.allclose(with_kl, ref, atol=1e-6) and not torch.allclose(with_kl, expected(), atol=1e-3)
+    as_component = advantages(gdpo_kl="component")  # a third reward, normalized in its group, weight 1
+    scores = torch.cat([torch.as_tensor(SCORES, dtype=torch.float64), kl.sum(-1, keepdim=True).double()], dim=1)
+    ref = gdpo_advantages(scores, UIDS, response_mask(), weights=[1.0, 2.0, 1.0])
+    assert torch.allclose(as_component, ref, atol=1e-6) and not torch.allclose(as_component, with_kl, atol=1e-3)
 
 
 def test_reward_metrics_per_component_errors_sources_and_nonfinite():

@@ -64,6 +64,8 @@ MAX_WEIGHT = 1e6
 WEIGHT_BOUND_WHY = " (weighted sums of normalized advantages must fit float32; rescale the other weights instead)"
 #: the estimator's backends: fast (vectorized) | verl (each reward literally through verl's GRPO; the test oracle)
 BACKENDS = ("fast", "verl")
+#: what GDPO does with verl's KL-in-reward penalty (``algorithm.gdpo_kl``; see ``gdpo_verl.estimator``)
+KL_MODES = ("dropped", "after_norm", "component")
 
 
 def field_name(name: str) -> str:
@@ -177,6 +179,7 @@ class RewardSettings:
     backend: str = "fast"
     epsilon: float = 1e-6
     norm_by_std: bool = True
+    kl: str = "dropped"
 
     def gate(self, scores: torch.Tensor) -> torch.Tensor:
         """(n, K) raw scores -> (n, K) after the conditions (paper Eq. 8)."""
@@ -238,6 +241,7 @@ class RewardSettings:
             backend=check_choice("algorithm.gdpo_backend", str(_get(config, "gdpo_backend", "fast")), BACKENDS),
             epsilon=real_number(_get(config, "gdpo_epsilon", 1e-6), "algorithm.gdpo_epsilon", positive=True),
             norm_by_std=bool(_get(config, "norm_adv_by_std_in_grpo", True)),
+            kl=check_choice("algorithm.gdpo_kl", str(_get(config, "gdpo_kl", "dropped")), KL_MODES),
         )
 
     def names_components_of(self, config) -> bool:

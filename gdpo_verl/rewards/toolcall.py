@@ -15,13 +15,28 @@ The model answers ``<think>...</think>`` then ``<tool_call>`` (one JSON object p
   ``match(a, b)`` is 1 for equal lists, 0 if either is empty, else ``|a & b| / (|a| + |b| - |a & b|)``
   (multiset intersection). A predicted call is used only when its score is positive.
 
-Details as in the paper's reference implementation: the response is stripped (and cut out of a Qwen/Llama
-chat transcript if one is passed); the predicted block is the text between the first ``<tool_call>`` and
-the next ``</tool_call>``. Two rules are stricter than that code, as the paper's reward definition states
-them: ``<think>`` and ``</think>`` must also appear exactly once, and every predicted line is validated, not only
-the lines whose name matches. All functions are pure, never raise on any response string, and take well under
-a millisecond per KB (tag counts are checked before the layout regex, so the regex never backtracks
-quadratically). Run the examples: ``python -m doctest -v gdpo_verl/rewards/toolcall.py``.
+Details as in the paper's reference implementation (ToolRL's ``rlla`` reward, used by NVlabs verl-GDPO): the
+response is stripped (and cut out of a Qwen/Llama chat transcript if one is passed); the predicted block is the
+text between the first ``<tool_call>`` and the next ``</tool_call>``; the layout's ``<tool_call>`` and
+``<response>`` tags must appear exactly once (``<think>`` tags are not counted); a predicted line must be a JSON
+object with a hashable ``name``, and only a line whose name is one of the ground truth's must have an object
+``parameters`` (the reference reads the parameters of same-name calls only; anything else is -3, as the
+reference's catch-all gives).
+
+``strict=True`` (component kwargs ``{strict: true}``; default False, the reference) adds two rules, each closing a
+reward hack the reference leaves open:
+
+- format: ``<think>`` and ``</think>`` must also appear exactly once. The reference's lazy ``<think>.*?</think>``
+  lets a second ``</think>`` through, so text outside the reasoning (``<think>a</think> free text </think>``)
+  still earns format 1.
+- correctness: every predicted line must be a call with a string ``name`` and an object ``parameters``. The
+  reference only reads the names of calls to tools the ground truth does not use, so padding the block with
+  non-executable lines such as ``{"name": "x"}`` costs only part of the name match (the right call plus one
+  such line scores 2.0 of 3) instead of marking the block malformed (-3).
+
+All functions are pure, never raise on any response string, and take well under a millisecond per KB (tag counts
+are checked before the layout regex, so the regex never backtracks quadratically). Run the examples:
+``python -m doctest -v gdpo_verl/rewards/toolcall.py``.
 """
 
 from __future__ import annotations
@@ -40,14 +55,14 @@ MAX_CORRECTNESS, MIN_CORRECTNESS = 3.0, -3.0
 _THINK = ("<think>", "</think>")
 _TOOL_CALL = ("<tool_call>", "</tool_call>")
 _RESPONSE = ("<response>", "</response>")
-_LAYOUTS = {  # (ground truth has tool_call, has response) -> (layout regex, tags that must appear once)
-    (False, True): (re.compile(r"<think>.*?</think>\n<response>.*?</response>$", re.DOTALL), _THINK + _RESPONSE),
-    (True, False): (re.compile(r"<think>.*?</think>\n<tool_call>\n.*?\n</tool_call>$", re.DOTALL), _THINK + _TOOL_CALL),
+_LAYOUTS = {  # (ground truth has tool_call, has response) -> (layout regex, tags that must appear once: reference)
+    (False, True): (re.compile(r"<think>.*?</think>\n<response>.*?</response>$", re.DOTALL), _RESPONSE),
+    (True, False): (re.compile(r"<think>.*?</think>\n<tool_call>\n.*?\n</tool_call>$", re.DOTALL), _TOOL_CALL),
     (True, True): (
         re.compile(r"<think>.*?</think>\n<tool_call>\n.*?\n</tool_call>\n<response>.*?</response>$", re.DOTALL),
-        _THINK + _TOOL_CALL + _RESPONSE,
+        _TOOL_CALL + _RESPONSE,
     ),
-    (False, False): (re.compile(r"<think>.*?</think>$", re.DOTALL), _THINK),
+    (False, False): (re.compile(r"<think>.*?</think>$", re.DOTALL), ()),
 }
 
 
@@ -63,18 +78,21 @@ def _assistant_text(solution_str: str) -> str:
 
 
 @text_inputs
-def format_reward(solution_str: str, ground_truth: str) -> float:
-    """1.0 when the response has the ground truth's tag layout, each of its tags exactly once, else 0.0.
+def format_reward(solution_str: str, ground_truth: str, strict: bool = False) -> float:
+    """1.0 when the response has the ground truth's tag layout, its call/response tags exactly once (``strict``:
+    the think tags too), else 0.0.
 
     >>> gt = '<think>plan</think>\\n<tool_call>\\n{"name": "f", "parameters": {}}\\n</tool_call>'
     >>> format_reward('<think>ok</think>\\n<tool_call>\\n{"name": "f", "parameters": {}}\\n</tool_call>', gt)
     1.0
     >>> format_reward('<think>ok</think>\\n<response>hi</response>', gt)
     0.0
+    >>> format_reward('<think>a</think>b</think>\\n<tool_call>\\n{}\\n</tool_call>', gt, strict=True)
+    0.0
     """
     response = _assistant_text(solution_str)
     pattern, tags = _LAYOUTS[("<tool_call>" in ground_truth, "<response>" in ground_truth)]
-    if any(response.count(tag) != 1 for tag in tags):
+    if any(response.count(tag) != 1 for tag in (_THINK + tags if strict else tags)):
         return 0.0
     return 1.0 if pattern.match(response) else 0.0
 
@@ -109,8 +127,14 @@ def _is_call(call: Any) -> bool:
     return isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(call.get("parameters"), dict)
 
 
-def _predicted_calls(response: str) -> list[dict[str, Any]] | None:
-    """The response's calls, or None when the block is missing or a line is not a valid call."""
+def _is_named(call: Any) -> bool:
+    """The reference's own requirement on every predicted line: an object whose ``name`` can be counted."""
+    return isinstance(call, dict) and "name" in call and isinstance(call["name"], (str, int, float, bool, type(None)))
+
+
+def _predicted_calls(response: str, strict: bool) -> list[dict[str, Any]] | None:
+    """The response's calls, or None when the block is missing or a line is not a call (``strict``: not a valid
+    call with a string name and object parameters; else: not an object with a hashable name)."""
     if "<tool_call>" not in response or "</tool_call>" not in response:
         return None
     block = response.split("<tool_call>", 2)[1].split("</tool_call>", 1)[0].strip()
@@ -120,7 +144,7 @@ def _predicted_calls(response: str) -> list[dict[str, Any]] | None:
             call = json.loads(line)
         except (ValueError, RecursionError):
             return None
-        if not _is_call(call):
+        if not (_is_call(call) if strict else _is_named(call)):
             return None
         calls.append(call)
     return calls
@@ -154,8 +178,8 @@ def tool_call_score(gt_calls: list[dict[str, Any]], pred_calls: list[dict[str, A
 
 
 @text_inputs
-def correctness_reward(solution_str: str, ground_truth: str) -> float:
-    """Tool-call correctness in [-3, 3] (module docstring).
+def correctness_reward(solution_str: str, ground_truth: str, strict: bool = False) -> float:
+    """Tool-call correctness in [-3, 3] (module docstring; ``strict``: every predicted line a valid call).
 
     >>> gt = '<think>x</think>\\n<tool_call>\\n{"name": "weather", "parameters": {"city": "Paris"}}\\n</tool_call>'
     >>> correctness_reward(gt.replace("x", "sunny?"), gt)  # the same call: exact match
@@ -164,16 +188,22 @@ def correctness_reward(solution_str: str, ground_truth: str) -> float:
     1.0
     >>> correctness_reward('<think>x</think>\\n<response>It is sunny.</response>', gt)  # no block
     -3.0
+    >>> padded = gt.replace("}}", '}}\\n{"name": "x"}')  # the right call and a line no tool could run
+    >>> correctness_reward(padded, gt), correctness_reward(padded, gt, strict=True)
+    (2.0, -3.0)
     """
     gt_calls = ground_truth_calls(ground_truth)
     if gt_calls is None:
         return 0.0
     try:
-        pred_calls = _predicted_calls(_assistant_text(solution_str))
+        pred_calls = _predicted_calls(_assistant_text(solution_str), strict)
         if pred_calls is None:
             return MIN_CORRECTNESS
         if pred_calls == gt_calls:
             return MAX_CORRECTNESS
+        gt_names = {call["name"] for call in gt_calls}
+        if any(call["name"] in gt_names and not isinstance(call.get("parameters"), dict) for call in pred_calls):
+            return MIN_CORRECTNESS  # the reference reads a same-name call's parameters as an object
         score, score_max = tool_call_score(gt_calls, pred_calls)
     except RecursionError:  # absurdly nested values compared deeply: treated like a malformed call
         return MIN_CORRECTNESS
@@ -182,13 +212,18 @@ def correctness_reward(solution_str: str, ground_truth: str) -> float:
 
 @text_inputs
 def compute_score(
-    data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None, **kwargs: Any
+    data_source: str,
+    solution_str: str,
+    ground_truth: str,
+    extra_info: dict | None = None,
+    strict: bool = False,
+    **kwargs: Any,
 ) -> dict[str, float]:
     """verl custom reward: ``{"score": format + correctness, "format": ..., "correctness": ...}``.
 
     >>> compute_score("rlla", "<think>hi</think>", "<think>greet</think>")
     {'score': 1.0, 'format': 1.0, 'correctness': 0.0}
     """
-    fmt = format_reward(solution_str, ground_truth)
-    correct = correctness_reward(solution_str, ground_truth)
+    fmt = format_reward(solution_str, ground_truth, strict=strict)
+    correct = correctness_reward(solution_str, ground_truth, strict=strict)
     return {"score": fmt + correct, "format": fmt, "correctness": correct}

@@ -1,8 +1,10 @@
 """Evaluate checkpoints on a task's test split with the paper's metrics; a markdown table, a CSV and a bar chart.
 
 Run (from the repository root):
+    python -m gdpo_verl.tools.evaluate --task bfcl RUN_GDPO RUN_GRPO                # BFCL (the paper's metric)
     python -m gdpo_verl.tools.evaluate --task toolcall RUN_GDPO RUN_GRPO            # verl runs, side by side
-    python -m gdpo_verl.tools.evaluate --task deepscaler CKPT --samples 16 --temperature 0.6
+    python -m gdpo_verl.tools.evaluate --task deepscaler GDPO_S0 GDPO_S1 GRPO_S0 GRPO_S1   # seeds: mean and 95% CI
+    python -m gdpo_verl.tools.evaluate --task deepscaler CKPT --samples 16 --temperature 0.6 --top-p 0.95
     python -m gdpo_verl.tools.evaluate --task gsm8k Qwen/Qwen2.5-1.5B-Instruct --label base --limit 200
     python -m gdpo_verl.tools.evaluate --task demo                                  # the CPU demo's model
 
@@ -20,16 +22,29 @@ Data: ``--data`` (a parquet file written by ``data_prep``: columns ``data_source
 split). ``--limit N`` keeps the first N rows. Each row's prompt goes through the model's chat template.
 
 Metrics (percent of all responses, ``samples`` per problem; ``n`` = responses scored):
-- toolcall: ``format`` (format reward 1) and ``accuracy`` (exact tool-call match: correctness reward 3).
+- bfcl: BFCL through bfcl-eval's own AST checker and data, offline (``gdpo_verl.tools.bfcl``; ``--data`` is not
+  used, ``--limit N`` keeps the first N entries of each category): ``accuracy`` per category, ``non_live`` and
+  ``live`` (the unweighted mean of their categories' accuracies), ``overall`` (the mean of those two), and
+  ``format`` (the training format reward with the layout each entry calls for: a call, or a response only).
+- toolcall: ``format`` (format reward 1) and ``accuracy`` (exact tool-call match: correctness reward 3) on the
+  rlla test split (the training run's validation set).
 - gsm8k: ``accuracy``, ``format``, ``integer`` (the three rewards of ``gdpo_verl.rewards.gsm8k``).
 - deepscaler: ``accuracy`` (math-verify, ``gdpo_verl.rewards.math_answer``) and ``over_length`` (responses longer
   than ``--length-budget`` tokens, default 4000 as in the recipe).
-- code: ``pass@1`` (every test passes) and ``bug_ratio`` (mean fraction of test runs that crash), in the sandbox.
+- code: ``pass@1`` (every one of the problem's tests passes: all of them are run) and ``bug_ratio`` (responses
+  whose program crashes on at least one test, or that hold no program), in the sandbox.
 - demo: ``format``, ``correctness``, ``brevity`` (``gdpo_verl.demo.rewards``).
-With ``--samples`` > 1, pass@1 and accuracy are the mean over samples (the unbiased pass@1 estimate).
+With ``--samples k`` > 1 every metric is avg@k (the mean over the k samples of each problem, the unbiased pass@1
+estimate), and the task's correctness metric also gets ``pass@k`` (problems with at least one correct sample).
 
-Generation: greedy by default (``--temperature 0``); vLLM when ``--backend auto`` finds it and a GPU (one engine
-per checkpoint), else Hugging Face ``generate`` (``gdpo_verl.generation``) with a progress bar on stderr.
+Generation: per-task defaults (``DECODING``): greedy for bfcl, toolcall, gsm8k and the demo; temperature 0.6,
+top_p 0.95 for deepscaler (16 samples: avg@16, pass@16) and code (1 sample), the DeepScaleR recipe's validation
+setting. ``--temperature``, ``--top-p`` and ``--samples`` override them. vLLM when ``--backend auto`` finds it and
+a GPU (one engine per checkpoint), else Hugging Face ``generate`` (``gdpo_verl.generation``) with a progress bar.
+
+Seeds: checkpoints whose labels differ only in ``-seed<N>`` (``gdpo-seed0``, ``gdpo-seed1``) are runs of one
+method; for each method with two or more, a column gives the mean over them and the half-width of its 95%
+confidence interval (Student's t with n - 1 degrees of freedom): ``31.20 ± 1.05 (n=3)``.
 Output under ``--out`` (default ``eval-<task>``): ``results.md`` (also printed), ``results.csv``, ``results.png``.
 Where the paper reports a number for the task, a reference column holds it, labelled with its benchmark.
 """
@@ -84,8 +99,37 @@ def _deepscaler(response: Generation, ground_truth: str, budget: int) -> dict[st
 def _code(response: Generation, ground_truth: str, budget: int) -> dict[str, float]:
     from gdpo_verl.rewards import code_tests
 
-    result = code_tests.evaluate(response.text, ground_truth)
-    return {"pass@1": float(result.pass_rate >= 1.0), "bug_ratio": 1.0 - result.bug_free}
+    # every test of the problem (the training reward samples at most 16), with time for all of them
+    result = code_tests.evaluate(response.text, ground_truth, max_tests=sys.maxsize, budget_s=600.0)
+    return {"pass@1": float(result.pass_rate >= 1.0), "bug_ratio": float(result.buggy > 0)}
+
+
+def _bfcl(response: Generation, item, budget: int) -> dict[str, float]:
+    from gdpo_verl.rewards import toolcall
+    from gdpo_verl.tools import bfcl
+
+    right = float(bfcl.verdict(item, response.text))
+    layout = (
+        "<think>x</think>\n<response>x</response>"
+        if item.category in bfcl.NO_CALL_CATEGORIES
+        else ("<think>x</think>\n<tool_call>\n{}\n</tool_call>")
+    )
+    per_category = {category: math.nan for category in bfcl.CATEGORIES}
+    per_category[item.category] = right
+    return {"accuracy": right, "format": toolcall.format_reward(response.text, layout), **per_category}
+
+
+def _bfcl_summary(result: dict[str, float]) -> dict[str, float]:
+    """BFCL's summary rows: unweighted means of the categories' accuracies (categories not evaluated are left out)."""
+    from gdpo_verl.tools import bfcl
+
+    def mean(categories):
+        values = [result[c] for c in categories if not math.isnan(result.get(c, math.nan))]
+        return sum(values) / len(values) if values else math.nan
+
+    non_live, live = mean(bfcl.NON_LIVE), mean(bfcl.LIVE)
+    overall = [v for v in (non_live, live) if not math.isnan(v)]
+    return {"non_live": non_live, "live": live, "overall": sum(overall) / len(overall) if overall else math.nan}
 
 
 def _demo(response: Generation, ground_truth: str, budget: int) -> dict[str, float]:
@@ -105,27 +149,59 @@ class Task:
     # metric -> (column label, "GRPO -> GDPO" as the paper reports it)
     paper: dict[str, str] = field(default_factory=dict)
     paper_label: str = ""
+    correct: str | None = None  # the metric that says "this sample is right": it gets pass@k with k samples
+    summary: Callable[[dict[str, float]], dict[str, float]] | None = None  # derived rows from the scored metrics
+
+
+def _bfcl_task() -> Task:
+    from gdpo_verl.tools.bfcl import CATEGORIES
+
+    return Task(
+        ("overall", "non_live", "live", "format", *CATEGORIES),
+        _bfcl,
+        1024,
+        {"overall": "GRPO 30.18 / GDPO 32.81", "format": "GRPO 76.33 / GDPO 80.66"},
+        "paper (BFCL-v3 avg, Qwen2.5-1.5B)",
+        correct="accuracy",
+        summary=_bfcl_summary,
+    )
 
 
 TASKS: dict[str, Task] = {
+    "bfcl": _bfcl_task(),
     "toolcall": Task(
         ("format", "accuracy"),
         _toolcall,
         1024,
         {"format": "GRPO 76.33 / GDPO 80.66", "accuracy": "GRPO 30.18 / GDPO 32.81"},
         "paper (BFCL-v3, Qwen2.5-1.5B; a different benchmark than this split)",
+        correct="accuracy",
     ),
-    "gsm8k": Task(("accuracy", "format", "integer"), _gsm8k, 1024),
+    "gsm8k": Task(("accuracy", "format", "integer"), _gsm8k, 1024, correct="accuracy"),
     "deepscaler": Task(
         ("accuracy", "over_length"),
         _deepscaler,
         8000,
         {"accuracy": "GRPO 23.1 / GDPO 29.4"},
         "paper (AIME, DeepSeek-R1-1.5B)",
+        correct="accuracy",
     ),
-    "code": Task(("pass@1", "bug_ratio"), _code, 8000),
-    "demo": Task(("format", "correctness", "brevity"), _demo, 16),
+    "code": Task(("pass@1", "bug_ratio"), _code, 8000, correct="pass@1"),
+    "demo": Task(("format", "correctness", "brevity"), _demo, 16, correct="correctness"),
 }
+# (temperature, top_p, samples) per task when --temperature / --top-p / --samples are not given (module docstring)
+DECODING: dict[str, tuple[float, float, int]] = {
+    "bfcl": (0.0, 1.0, 1),
+    "toolcall": (0.0, 1.0, 1),
+    "gsm8k": (0.0, 1.0, 1),
+    "deepscaler": (0.6, 0.95, 16),
+    "code": (0.6, 0.95, 1),
+    "demo": (0.0, 1.0, 1),
+}
+# Student's t quantile 0.975 for 1..30 degrees of freedom (95% two-sided); beyond, the normal's 1.96
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045,
+         2.042)  # fmt: skip
 
 
 def find_model(checkpoint: str) -> str:
@@ -173,8 +249,14 @@ def checkpoint_label(checkpoint: str) -> str:
     return path.resolve().name
 
 
-def load_rows(data: str | Path, limit: int | None) -> tuple[list[list[dict]], list[str]]:
-    """(chat prompts, ground truths) of a verl RL parquet file, the first ``limit`` rows when given."""
+def load_rows(data: str | Path | None, limit: int | None, task: str = "") -> tuple[list[list[dict]], list]:
+    """(chat prompts, ground truths) of a verl RL parquet file, the first ``limit`` rows when given; for ``bfcl``
+    the BFCL entries inside bfcl-eval (``limit`` per category) as prompts and ``BFCLItem`` ground truths."""
+    if task == "bfcl":
+        from gdpo_verl.tools import bfcl
+
+        items = bfcl.load_items(limit=limit)
+        return [bfcl.chat_prompt(item) for item in items], items
     frame = pd.read_parquet(data)
     if limit is not None:
         frame = frame.head(limit)
@@ -192,11 +274,12 @@ def generate(
     seed: int,
     backend: str,
     batch_size: int,
+    top_p: float = 1.0,
 ) -> list[Generation]:
     """``samples`` responses per prompt (prompt-major) from one model."""
     use_vllm = backend == "vllm" or (backend == "auto" and vllm_available())
     if use_vllm:  # pragma: no cover - needs a GPU and vLLM
-        return vllm_generate(model_path, prompts, max_new_tokens, temperature, samples, seed)
+        return vllm_generate(model_path, prompts, max_new_tokens, temperature, samples, seed, top_p=top_p)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -205,23 +288,78 @@ def generate(
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return hf_generate(model, tokenizer, prompts, max_new_tokens, temperature, samples, seed, batch_size, progress=True)
+    return hf_generate(
+        model, tokenizer, prompts, max_new_tokens, temperature, samples, seed, batch_size, progress=True, top_p=top_p
+    )
 
 
-def score(task: Task, generations: Sequence[Generation], truths: Sequence[str], budget: int) -> dict[str, float]:
-    """Percent of responses per metric (``samples`` consecutive responses per ground truth), plus ``n``."""
+def score(task: Task, generations: Sequence[Generation], truths: Sequence, budget: int) -> dict[str, float]:
+    """Percent per metric, avg@k over the ``samples`` consecutive responses of each ground truth (a metric a
+    response does not apply to is NaN there and left out), ``pass@k`` of the task's correctness metric when k > 1,
+    the task's summary rows, and ``n`` (responses scored)."""
+    import numpy as np
+
     samples = len(generations) // max(1, len(truths))
     per = [task.score(g, truths[i // samples], budget) for i, g in enumerate(generations)]
-    result = {m: 100.0 * sum(p[m] for p in per) / len(per) if per else math.nan for m in task.metrics}
-    return {**result, "n": float(len(per))}
+    scored = {m: np.array([p.get(m, np.nan) for p in per], dtype=np.float64) for m in per[0]} if per else {}
+    result = {}
+    for metric, values in scored.items():
+        kept = values[~np.isnan(values)]
+        result[metric] = 100.0 * float(kept.mean()) if kept.size else math.nan
+    if task.correct and samples > 1 and per:
+        right = scored[task.correct].reshape(len(truths), samples) > 0  # (problems, k)
+        result[f"pass@{samples}"] = 100.0 * float(right.any(axis=1).mean())
+    if task.summary and per:
+        result.update(task.summary(result))
+    metrics = [*task.metrics, *([f"pass@{samples}"] if task.correct and samples > 1 else [])]
+    return {**{m: result.get(m, math.nan) for m in metrics}, "n": float(len(per))}
+
+
+def method_of(label: str) -> str:
+    """The method part of a run label: ``gdpo-seed2`` -> ``gdpo`` (labels without ``-seed<N>`` stand alone)."""
+    head, sep, tail = label.rpartition("-seed")
+    return head if sep and tail.isdigit() else label
+
+
+def seed_summary(labels: Sequence[str], results: Sequence[dict[str, float]]) -> dict[str, dict[str, tuple]]:
+    """{method: {metric: (mean, 95% CI half-width, n)}} for each method with two or more seeds."""
+    import statistics
+
+    groups: dict[str, list[dict[str, float]]] = {}
+    for label, result in zip(labels, results):
+        groups.setdefault(method_of(label), []).append(result)
+    summary = {}
+    for method, runs in groups.items():
+        if len(runs) < 2:
+            continue
+        summary[method] = {}
+        for metric in runs[0]:
+            values = [r[metric] for r in runs if not math.isnan(r[metric])]
+            if len(values) < 2:
+                summary[method][metric] = (values[0] if values else math.nan, math.nan, len(values))
+                continue
+            t = T_975[len(values) - 2] if len(values) - 1 <= len(T_975) else 1.96
+            half = t * statistics.stdev(values) / math.sqrt(len(values))
+            summary[method][metric] = (statistics.fmean(values), half, len(values))
+    return summary
 
 
 def tables(task: Task, labels: Sequence[str], results: Sequence[dict[str, float]]) -> tuple[str, list[list[str]]]:
-    """The markdown table and the CSV rows: one row per metric, one column per checkpoint (+ the paper's)."""
-    header = ["metric (%)", *labels, *([task.paper_label] if task.paper else [])]
+    """The markdown table and the CSV rows: one row per metric, one column per checkpoint, one per method with
+    several seeds (mean ± 95% CI half-width), and the paper's where it reports the task."""
+    seeds = seed_summary(labels, results)
+    header = [
+        "metric (%)",
+        *labels,
+        *(f"{m} (mean ± 95% CI)" for m in seeds),
+        *([task.paper_label] if task.paper else []),
+    ]
     rows = []
-    for metric in (*task.metrics, "n"):
+    for metric in (*[m for m in results[0] if m != "n"], "n") if results else ("n",):
         values = [f"{r[metric]:.0f}" if metric == "n" else f"{r[metric]:.2f}" for r in results]
+        for stats in seeds.values():
+            mean, half, n = stats[metric]
+            values.append(f"{mean:.0f}" if metric == "n" else f"{mean:.2f} ± {half:.2f} (n={n})")
         rows.append([metric, *values, *([task.paper.get(metric, "")] if task.paper else [])])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -241,7 +379,7 @@ def bar_chart(task_name: str, task: Task, labels: Sequence[str], results: Sequen
         xs = [m + (i - (len(labels) - 1) / 2) * width for m in range(len(task.metrics))]
         bars = ax.bar(xs, [result[m] for m in task.metrics], width, label=label)
         ax.bar_label(bars, fmt="%.1f", fontsize=8)
-    ax.set_xticks(range(len(task.metrics)), task.metrics)
+    ax.set_xticks(range(len(task.metrics)), task.metrics, rotation=30 if len(task.metrics) > 4 else 0)
     ax.set_ylabel("% of responses")
     ax.set_ylim(0, 105)
     ax.set_title(f"{task_name}: n = {int(results[0]['n']) if results else 0} responses per checkpoint")
@@ -258,30 +396,37 @@ def evaluate(
     labels: Sequence[str] | None = None,
     out_dir: str | Path | None = None,
     limit: int | None = None,
-    samples: int = 1,
-    temperature: float = 0.0,
+    samples: int | None = None,
+    temperature: float | None = None,
     seed: int = 0,
     backend: str = "auto",
     batch_size: int = 16,
     max_new_tokens: int | None = None,
     length_budget: int = 4000,
+    top_p: float | None = None,
 ) -> tuple[list[str], list[dict[str, float]], str]:
     """Score every checkpoint; write the tables and the chart when ``out_dir`` is given. Returns (labels, results,
-    markdown)."""
+    markdown). ``temperature``, ``top_p``, ``samples``: None takes the task's ``DECODING`` default."""
     task = TASKS[check_choice("--task", task_name, tuple(TASKS))]
     check_choice("--backend", backend, BACKENDS)
+    default_t, default_p, default_k = DECODING[task_name]
+    temperature = default_t if temperature is None else temperature
+    top_p = default_p if top_p is None else top_p
+    samples = (default_k if temperature > 0 else 1) if samples is None else samples
     if samples < 1 or temperature < 0 or (temperature == 0 and samples > 1):
         raise ValueError(f"--samples {samples} --temperature {temperature}: samples >= 1, and > 1 only when sampling")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"--top-p {top_p}: must be in (0, 1] (1: no nucleus cut)")
     if labels and len(labels) != len(checkpoints):
         raise ValueError(f"give one --label per checkpoint ({len(checkpoints)}), got {len(labels)}")
     labels = list(labels) if labels else [checkpoint_label(c) for c in checkpoints]
-    prompts, truths = load_rows(data, limit)
+    prompts, truths = load_rows(data, limit, task_name)
     results = []
     for checkpoint, label in zip(checkpoints, labels):
         print(f"[evaluate] {label}: {len(prompts)} prompts x {samples} from {checkpoint}", file=sys.stderr)
         model = find_model(checkpoint)
         budget = max_new_tokens or task.max_new_tokens
-        generations = generate(model, prompts, budget, temperature, samples, seed, backend, batch_size)
+        generations = generate(model, prompts, budget, temperature, samples, seed, backend, batch_size, top_p)
         results.append(score(task, generations, truths, length_budget))
     markdown, csv_rows = tables(task, labels, results)
     if out_dir is not None:
@@ -300,6 +445,8 @@ def default_data(task: str) -> str:
         from gdpo_verl.demo.assets import ensure_demo_assets
 
         return ensure_demo_assets(log=lambda m: print(m, file=sys.stderr)).val_parquet
+    if task == "bfcl":
+        return None  # the data ships inside bfcl-eval
     root = os.environ.get("GDPO_DATA") or str(Path.home() / "data" / "gdpo")
     return str(Path(root) / task / "test.parquet")
 
@@ -316,8 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", help="test parquet (default $GDPO_DATA/<task>/test.parquet)")
     parser.add_argument("--out", help="output folder (default eval-<task>)")
     parser.add_argument("--limit", type=int, help="first N rows only")
-    parser.add_argument("--samples", type=int, default=1, help="responses per problem (needs --temperature > 0)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    parser.add_argument("--samples", type=int, help="responses per problem, k of avg@k/pass@k (default: per task)")
+    parser.add_argument("--temperature", type=float, help="0: greedy (default: per task, see DECODING)")
+    parser.add_argument("--top-p", type=float, help="nucleus sampling (default: per task)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", default="auto", help=f"one of: {', '.join(BACKENDS)} (auto: vLLM on a GPU)")
     parser.add_argument("--batch-size", type=int, default=16, help="HF generate: rows per batch")
@@ -351,6 +499,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         batch_size=args.batch_size,
         max_new_tokens=args.max_new_tokens,
         length_budget=args.length_budget,
+        top_p=args.top_p,
     )
     print(markdown)
 

@@ -76,7 +76,11 @@ def run_identity(metrics_file: Path, label: str | None = None) -> tuple[str, int
             from omegaconf import OmegaConf
 
             cfg = OmegaConf.load(config)
-            method = OmegaConf.select(cfg, "algorithm.adv_estimator", default=None, throw_on_resolution_failure=False)
+            method = OmegaConf.select(cfg, "launch.method", default=None, throw_on_resolution_failure=False)
+            if method is None:  # configs from before launch.method: the estimator names the method
+                method = OmegaConf.select(
+                    cfg, "algorithm.adv_estimator", default=None, throw_on_resolution_failure=False
+                )
             raw_seed = OmegaConf.select(cfg, "seed", default=None, throw_on_resolution_failure=False)
             by_std = OmegaConf.select(
                 cfg, "algorithm.norm_adv_by_std_in_grpo", default=True, throw_on_resolution_failure=False
@@ -84,7 +88,7 @@ def run_identity(metrics_file: Path, label: str | None = None) -> tuple[str, int
             if method is not None:
                 method = str(method)
                 if method == "grpo" and by_std is False:
-                    method = "grpo_no_std"
+                    method = "grpo_nostd"  # recipes/method/grpo_nostd.yaml
                 return method, int(raw_seed) if isinstance(raw_seed, int) else None
         label = metrics_file.stem if metrics_file.name != METRICS_FILE else run_dir.resolve().name
     match = NAME_PATTERN.match(label)
