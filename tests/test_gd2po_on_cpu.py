@@ -178,7 +178,9 @@ def test_hostile_batches_give_finite_output(final_norm):
     cases = [
         torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]),  # everything conflicts: nothing kept
         torch.full((4, 2), NAN),  # everything abstains
-        torch.tensor([[1e300, -1e300], [-1e300, 1e300], [1e300, 1e300], [0.0, 0.0]]),  # astronomically large
+        torch.tensor(
+            [[1e300, -1e300], [-1e300, 1e300], [1e300, 1e300], [0.0, 0.0]], dtype=torch.float64
+        ),  # astronomically large
         torch.tensor([[float("inf"), 1.0], [NAN, 0.0], [-float("inf"), 2.0], [1.0, NAN]]),
     ]
     for scores in cases:

@@ -105,8 +105,10 @@ def test_hostile_batches_give_finite_output(base, scope):
     mask = torch.ones(4, 3)
     cases = [
         torch.full((4, 2), NAN),
-        torch.tensor([[1e300, -1e300], [-1e300, 1e300], [1e300, 1e300], [0.0, 0.0]]),
-        torch.tensor([[1e-300, 0.0], [-1e-300, 0.0], [0.0, 1e-300], [0.0, 0.0]]),  # mean ~ 0: CV huge, finite
+        torch.tensor([[1e300, -1e300], [-1e300, 1e300], [1e300, 1e300], [0.0, 0.0]], dtype=torch.float64),
+        torch.tensor(
+            [[1e-300, 0.0], [-1e-300, 0.0], [0.0, 1e-300], [0.0, 0.0]], dtype=torch.float64
+        ),  # mean ~ 0: CV huge, finite
         torch.tensor([[float("inf"), 1.0], [NAN, 0.0], [-float("inf"), 2.0], [1.0, NAN]]),
     ]
     for scores in cases:

@@ -94,7 +94,7 @@ def saw_weights(
     mean = per_group(x) / n.clamp(min=1)
     centered = torch.where(valid, x - mean[group], 0.0)
     std = (per_group(centered * centered) / (n - 1).clamp(min=1)).sqrt()
-    cv = torch.where(n >= 2, std / (mean.abs() + CV_EPS), 0.0)
+    cv = std / (mean.abs() + CV_EPS)  # fewer than 2 values: std 0, so CV 0
     w = k * cv / (cv.sum(dim=1, keepdim=True) + CV_EPS)
     return (w[0], cv[0]) if batch else (w, cv)
 
