@@ -63,6 +63,10 @@ def test_abstentions_count_zero_and_all_missing_is_excluded():
         return -math.log(sum(math.exp(-2.0 * v) for v in z) / len(z)) / 2.0
 
     assert adv == pytest.approx([sm([a, 0.0]), sm([-2 * a, r2]), sm([a, -r2]), 0.0], abs=1e-5)
+    # the all-missing response is left out of the final statistics: same as dropping it from the batch
+    full = rvpo_advantages(scores, ["g"] * 4, mask, risk=2.0)
+    assert torch.allclose(full[:3], rvpo_advantages(scores[:3], ["g"] * 3, mask[:3], risk=2.0), atol=1e-6)
+    assert full[3].abs().sum() == 0
     inf = scores.clone()
     inf[0, 1], inf[3, 0] = float("inf"), -float("inf")
     assert first(rvpo_advantages(inf, ["g"] * 4, mask, risk=2.0, final_norm="none")) == pytest.approx(adv, abs=1e-7)
