@@ -36,8 +36,8 @@ NOT_ANSWERS = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infin
 def answer_text(record: Any) -> str:
     """The answer as a string (AIME answers may be stored as numbers); a math answer must be finite.
 
-    >>> answer_text({"answer": 42}), answer_text({"answer": " \\frac{1}{2} "})
-    ('42', '\\frac{1}{2}')
+    >>> answer_text({"answer": 42}), answer_text({"answer": " \\\\frac{1}{2} "})
+    ('42', '\\\\frac{1}{2}')
     """
     value = record.get("answer") if isinstance(record, dict) else None
     if isinstance(value, bool):

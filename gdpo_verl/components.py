@@ -27,39 +27,20 @@ them through its ``key``. Every value is type-checked here: a bad one raises ``V
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gdpo_verl.core.advantage import Condition
-from gdpo_verl.core.choices import check_choice
+from gdpo_verl.core.choices import check_choice, real_number, yaml_on
+from gdpo_verl.core.contract import MANAGER_NAME, RESERVED_NAMES, RESERVED_PREFIXES, RewardSettings
 from gdpo_verl.reward_calls import BoundCall, bind
 
 ON_ERROR = ("raise", "nan")
 COMPONENT_KEYS = ("name", "path", "fn", "key", "weight", "condition", "kwargs", "cheap")
-ERROR_PREFIX = "gdpo_error_"  # reward_extra_info key of a component's error flag, written by the manager
-NONFINITE_PREFIX = "gdpo_nonfinite_"  # ... of its non-finite-value flag (also an error)
-MISSING_PREFIX = "gdpo_missing_"  # ... the keys a dict result had when it lacked the component's key ("" if not)
-# Names a component cannot take: verl's per-sample batch keys, and the manager's own flag prefixes.
-RESERVED_NAMES = frozenset(
-    "uid data_source reward_model extra_info index raw_prompt prompts responses response_mask attention_mask "
-    "input_ids position_ids rm_scores token_level_scores token_level_rewards advantages returns old_log_probs "
-    "ref_log_prob values extra_fields reward_extra_info score acc __num_turns__ multi_modal_inputs".split()
-)
-RESERVED_PREFIXES = (ERROR_PREFIX, NONFINITE_PREFIX, MISSING_PREFIX, "token_level_scores_")
-
-
-def real_number(value, where: str, *, finite: bool = True, positive: bool = False) -> float:
-    """``value`` as a float if it is a real number (not a bool, not a string); ValueError naming ``where``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where}={value!r} must be a number, not {type(value).__name__}")
-    number = float(value)
-    if finite and not math.isfinite(number):
-        raise ValueError(f"{where}={value!r} must be a finite number")
-    if positive and not number > 0:
-        raise ValueError(f"{where}={value!r} must be a positive number")
-    return number
+#: the rollout workers that turn the manager's records into per-reward tensors (both verl trainers)
+AGENT_LOOP_MANAGER = "gdpo_verl.verl_glue.agent_loop.GDPOAgentLoopManager"
+AGENT_LOOP_MANAGER_KEY = "actor_rollout_ref.rollout.agent.agent_loop_manager_class"
 
 
 @dataclass(frozen=True)
@@ -114,6 +95,15 @@ class RewardSpec:
         """In ``algorithm.gdpo_reward_conditions`` form: {target: {on, threshold}}."""
         return {c.name: {"on": c.condition_on, "threshold": c.threshold} for c in self.components if c.condition_on}
 
+    def settings(self, algorithm=None) -> RewardSettings:
+        """The components' :class:`~gdpo_verl.core.contract.RewardSettings`: ``algorithm.gdpo_reward_*`` when that
+        config names these components (``python -m gdpo_verl.main`` derives them from the components unless set),
+        else the components' own weights and conditions. One source of truth: the GRPO baseline's reward then
+        uses the weights GDPO uses, so ``-m method=gdpo,grpo algorithm.gdpo_reward_weights=[...]`` compares like
+        with like."""
+        own = RewardSettings(keys=tuple(self.names), weights=tuple(self.weights), conditions=self.gates)
+        return RewardSettings.from_algorithm(algorithm) if own.names_components_of(algorithm) else own
+
 
 def _plain(value):
     """OmegaConf containers -> plain Python (no hard dependency on omegaconf here)."""
@@ -125,13 +115,6 @@ def _plain(value):
     except ImportError:  # pragma: no cover
         pass
     return value
-
-
-def yaml_on(condition):
-    """YAML 1.1 reads an unquoted ``on`` key as the boolean True; take it back as ``"on"``."""
-    if isinstance(condition, Mapping) and True in condition and "on" not in condition:
-        condition = {("on" if k is True else k): v for k, v in condition.items()}
-    return condition
 
 
 def _condition_cycle(components) -> list[str] | None:
@@ -220,6 +203,42 @@ def parse_spec(block) -> RewardSpec:
     if cycle:
         raise ValueError(f"reward.gdpo.components: the conditions form a cycle {' -> '.join(cycle)}; break it")
     return RewardSpec(components=tuple(components), on_error=on_error, timeout_s=timeout, processes=processes)
+
+
+def _select(config, dotted: str):
+    for part in dotted.split("."):
+        config = config.get(part) if isinstance(config, Mapping) or hasattr(config, "get") else None
+        if config is None:
+            return None
+    return config
+
+
+def uses_per_reward_tensors(config) -> bool:
+    """True when the run's reward manager is ``gdpo_multi`` (per-reward tensors); other managers (upstream-style
+    ``compute_score`` dicts) take the scalar path."""
+    return str(_select(config, "reward.reward_manager.name") or "") == MANAGER_NAME
+
+
+def check_data_path(config) -> None:
+    """What the ``gdpo_multi`` data path needs beyond ``reward.gdpo``, refused with the value and the fix: the
+    rollout workers that write the per-reward tensors, and no colocated reward model. Called by the manager in
+    every reward worker and by ``python -m gdpo_verl.main`` at start-up."""
+    chosen = _select(config, AGENT_LOOP_MANAGER_KEY)
+    if chosen != AGENT_LOOP_MANAGER:
+        raise ValueError(
+            f"reward.reward_manager.name={MANAGER_NAME} needs {AGENT_LOOP_MANAGER_KEY}={AGENT_LOOP_MANAGER} (the "
+            f"rollout workers that put the per-reward tensors in the batch); it is {chosen!r}. Compose "
+            "gdpo_trainer (every recipe does) or set it"
+        )
+    reward_model = _select(config, "reward.reward_model") or {}
+    if reward_model.get("enable", False) and not reward_model.get("enable_resource_pool", False):
+        raise ValueError(
+            f"reward.reward_model.enable=true with enable_resource_pool=false (a colocated reward model) is refused "
+            f"with reward.reward_manager.name={MANAGER_NAME}: verl then scores each batch after the rollout "
+            "(trainer _compute_reward_colocate) and writes the extra keys as separate fields, outside the rollout "
+            "workers that build the per-reward tensors. Use reward.reward_model.enable_resource_pool=true, or "
+            "reward.reward_model.enable=false with rule-based components"
+        )
 
 
 def resolve(spec: RewardSpec) -> dict[tuple, BoundCall]:

@@ -27,121 +27,22 @@ final normalization, so it is never dropped (it stays unnormalized, as in GRPO w
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 
-from gdpo_verl.components import real_number, yaml_on
-from gdpo_verl.core.advantage import (
-    F32_MAX,
-    FINAL_NORMS,
-    Condition,
-    apply_conditions,
-    final_normalize,
-    gdpo_advantages,
-)
-from gdpo_verl.core.choices import check_choice
-from gdpo_verl.core.token_scores import SCORE_PREFIX, per_response
+from gdpo_verl.core.advantage import F32_MAX, final_normalize, gdpo_advantages
+from gdpo_verl.core.contract import ESTIMATOR_NAME, SCORE_PREFIX, RewardSettings, field_name, numeric_column
+from gdpo_verl.core.token_scores import per_response
 
-NAME = "gdpo"
-BACKENDS = ("fast", "verl")
+NAME = ESTIMATOR_NAME
 
 
 def _get(config, key, default=None):
     value = config.get(key, default) if config is not None else default
     return default if value is None else value
-
-
-@dataclass(frozen=True)
-class GDPOSettings:
-    """Validated estimator settings read from the ``algorithm`` config."""
-
-    keys: tuple[str, ...]
-    weights: tuple[float, ...]
-    conditions: tuple[Condition, ...] = ()
-    final_norm: str = "token"
-    backend: str = "fast"
-    epsilon: float = 1e-6
-    norm_by_std: bool = True
-
-    @classmethod
-    def from_config(cls, config) -> GDPOSettings:
-        """Read and validate ``algorithm.gdpo_*``; every error names the key, the bad value and the fix."""
-        keys = list(_get(config, "gdpo_reward_keys", []))
-        if not keys:
-            raise ValueError(
-                "adv_estimator=gdpo needs at least one reward component: set algorithm.gdpo_reward_keys "
-                "(e.g. '+algorithm.gdpo_reward_keys=[format,correctness]') or declare reward.gdpo.components"
-            )
-        if any(not isinstance(k, str) or not k for k in keys) or len(set(keys)) != len(keys):
-            raise ValueError(f"algorithm.gdpo_reward_keys must be distinct non-empty names; got {keys}")
-        raw_weights = _get(config, "gdpo_reward_weights", None)
-        if raw_weights is not None and (isinstance(raw_weights, str) or not hasattr(raw_weights, "__len__")):
-            raise ValueError(f"algorithm.gdpo_reward_weights must be a list of numbers; got {raw_weights!r}")
-        weights = (
-            [1.0] * len(keys)
-            if raw_weights is None
-            else [real_number(w, f"algorithm.gdpo_reward_weights[{i}]") for i, w in enumerate(raw_weights)]
-        )
-        if len(weights) != len(keys):
-            raise ValueError(
-                f"algorithm.gdpo_reward_weights has {len(weights)} values {weights} but gdpo_reward_keys has "
-                f"{len(keys)} names {keys}; give one weight per key (or none for equal weights)"
-            )
-        if not all(math.isfinite(w) for w in weights):
-            raise ValueError(f"algorithm.gdpo_reward_weights must be finite numbers; got {weights}")
-        conditions = []
-        for target, spec in dict(_get(config, "gdpo_reward_conditions", {})).items():
-            spec = yaml_on(dict(spec)) if isinstance(spec, Mapping) else spec
-            on = spec.get("on") if isinstance(spec, dict) else None
-            if target not in keys or on not in keys or on == target:
-                raise ValueError(
-                    f"algorithm.gdpo_reward_conditions[{target!r}] = {spec} must name two different components "
-                    f"from gdpo_reward_keys {keys} "
-                    "(form: {<component>: {on: <other component>, threshold: <float>}})"
-                )
-            threshold = real_number(
-                spec.get("threshold", 0.0), f"algorithm.gdpo_reward_conditions[{target!r}].threshold"
-            )
-            conditions.append(Condition(keys.index(target), keys.index(on), threshold))
-        final_norm = check_choice(
-            "algorithm.gdpo_final_norm", str(_get(config, "gdpo_final_norm", "token")), FINAL_NORMS
-        )
-        backend = check_choice("algorithm.gdpo_backend", str(_get(config, "gdpo_backend", "fast")), BACKENDS)
-        return cls(
-            keys=tuple(keys),
-            weights=tuple(weights),
-            conditions=tuple(conditions),
-            final_norm=final_norm,
-            backend=backend,
-            epsilon=real_number(_get(config, "gdpo_epsilon", 1e-6), "algorithm.gdpo_epsilon", positive=True),
-            norm_by_std=bool(_get(config, "norm_adv_by_std_in_grpo", True)),
-        )
-
-
-NUMERIC_KINDS = ("floating", "integer", "mixed-integer-float", "decimal", "empty")
-
-
-def numeric_column(values, where: str, bs: int) -> np.ndarray:
-    """(bs,) float64 from per-response values: numbers, None or NaN (missing). Strings and other objects raise a
-    ValueError naming ``where``; non-finite numbers stay non-finite here (the math treats them as missing)."""
-    values = np.asarray(values)
-    if values.shape != (bs,):
-        raise ValueError(f"{where} must have shape ({bs},) (one value per response); got {values.shape}")
-    if values.dtype.kind in "biuf":
-        return values.astype(np.float64)
-    kind = pd.api.types.infer_dtype(values, skipna=True)
-    if kind not in NUMERIC_KINDS:
-        bad = next(v for v in values.tolist() if v is not None and not isinstance(v, numbers.Real))
-        raise ValueError(f"{where} must hold numbers or None; found {type(bad).__name__} {bad!r} ({kind} values)")
-    return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
 
 
 def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tensor:
@@ -155,7 +56,7 @@ def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tens
     non_tensor = non_tensor_batch if non_tensor_batch is not None else {}
     columns = []
     for key in keys:
-        field = SCORE_PREFIX + key
+        field = field_name(key)
         if field in tensor_keys:
             scores = batch[field]
             if scores.dim() != 2 or scores.shape[0] != bs:
@@ -179,7 +80,7 @@ def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tens
     return torch.stack(columns, dim=1)
 
 
-def verl_backend(scores: torch.Tensor, index, response_mask: torch.Tensor, settings: GDPOSettings) -> torch.Tensor:
+def verl_backend(scores: torch.Tensor, index, response_mask: torch.Tensor, settings: RewardSettings) -> torch.Tensor:
     """Oracle path: each reward literally through verl's ``compute_grpo_outcome_advantage`` (its Python loop).
 
     scores: (bs, K); returns (bs, T). Missing values, and values that are not finite in verl's float32, are left out
@@ -189,7 +90,7 @@ def verl_backend(scores: torch.Tensor, index, response_mask: torch.Tensor, setti
     from verl.utils.torch_functional import masked_whiten
 
     scores = scores.to(torch.float32)
-    scores = apply_conditions(torch.where(torch.isfinite(scores), scores, torch.nan), settings.conditions)
+    scores = settings.gate(torch.where(torch.isfinite(scores), scores, torch.nan))
     index = np.asarray(index, dtype=object)
     adv = torch.zeros(scores.shape[0], dtype=torch.float32)
     for k, w in enumerate(settings.weights):
@@ -217,18 +118,17 @@ def verl_backend(scores: torch.Tensor, index, response_mask: torch.Tensor, setti
 def compute_gdpo_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
-    index=None,
-    epsilon: float = 1e-6,
-    norm_adv_by_std_in_grpo: bool = True,
     config=None,
+    index=None,
+    reward_baselines=None,
     non_tensor_batch=None,
     batch=None,
-    **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """verl estimator signature. response_mask: (bs, T); index: (bs,) uids. Returns (advantages, returns),
-    both (bs, T). Settings come from ``config`` (the ``algorithm`` config), see the module docstring.
+    """The keyword arguments verl's ``compute_advantage`` passes an estimator named ``gdpo`` (``reward_baselines``
+    is not used). response_mask: (bs, T); index: (bs,) uids. Returns (advantages, returns), both (bs, T). Settings
+    come from ``config`` (the ``algorithm`` config), see the module docstring.
     """
-    settings = GDPOSettings.from_config(config)
+    settings = RewardSettings.from_algorithm(config)
     if index is None:
         raise ValueError("adv_estimator=gdpo needs the batch's 'uid' (group ids) in non_tensor_batch")
     bs = response_mask.shape[0]
@@ -279,4 +179,4 @@ def dump_inputs(folder: str, keys, batch, index, response_mask, scores, advantag
     return path
 
 
-__all__ = ["BACKENDS", "FINAL_NORMS", "GDPOSettings", "compute_gdpo_advantage"]
+__all__ = ["NAME", "collect_scores", "compute_gdpo_advantage"]

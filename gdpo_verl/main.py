@@ -30,9 +30,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gdpo_verl.components import RewardSpec, parse_spec, resolve
 from gdpo_verl.core.choices import check_choice
-from gdpo_verl.verl_glue import EXTERNAL_MODULES_ENV, check_run_config, with_external_modules
+from gdpo_verl.core.contract import ESTIMATOR_NAME, MANAGER_NAME, RewardSettings
+from gdpo_verl.verl_env import EXTERNAL_MODULES_ENV, PLUGIN_MODULE, with_external_modules
+from gdpo_verl.verl_glue.checks import check_run_config
 
-PLUGIN_MODULE = "gdpo_verl.plugin"
 METRICS_FILE = "metrics.jsonl"
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -66,8 +67,8 @@ def apply_components(cfg: DictConfig) -> RewardSpec | None:
     spec = parse_spec(cfg.reward.get("gdpo"))
     manager = cfg.reward.reward_manager.name
     estimator = str(cfg.algorithm.adv_estimator)
-    if manager != "gdpo_multi":
-        if estimator == "gdpo" and not cfg.algorithm.get("gdpo_reward_keys"):
+    if manager != MANAGER_NAME:
+        if estimator == ESTIMATOR_NAME and not cfg.algorithm.get("gdpo_reward_keys"):
             raise ValueError(
                 f"algorithm.adv_estimator=gdpo with reward.reward_manager.name={manager} needs "
                 "algorithm.gdpo_reward_keys (the keys your compute_score returns), or use "
@@ -76,7 +77,7 @@ def apply_components(cfg: DictConfig) -> RewardSpec | None:
         return None
     if not spec.components:
         raise ValueError(
-            "reward.reward_manager.name=gdpo_multi needs at least one entry in reward.gdpo.components "
+            f"reward.reward_manager.name={MANAGER_NAME} needs at least one entry in reward.gdpo.components "
             "({name, path, fn, weight}); see recipes/ for examples"
         )
     resolve(spec)  # imports every reward function now: a bad path or name fails here, not in a worker
@@ -118,10 +119,8 @@ def validate(cfg: DictConfig) -> RewardSpec | None:
     check_dynamic_sampling(cfg)
     check_run_config(cfg)
     spec = apply_components(cfg)
-    if str(cfg.algorithm.adv_estimator) == "gdpo" or cfg.algorithm.get("gdpo_reward_keys"):
-        from gdpo_verl.estimator import GDPOSettings
-
-        GDPOSettings.from_config(cfg.algorithm)  # weights, conditions, epsilon: for the GRPO baseline's metrics too
+    if str(cfg.algorithm.adv_estimator) == ESTIMATOR_NAME or cfg.algorithm.get("gdpo_reward_keys"):
+        RewardSettings.from_algorithm(cfg.algorithm)  # validated for the GRPO baseline's metrics too
     from gdpo_verl.cpu import check_rollout_backend
 
     check_rollout_backend(cfg)

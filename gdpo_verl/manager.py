@@ -35,18 +35,16 @@ import asyncio
 import logging
 import math
 import numbers
-from dataclasses import dataclass
 
 import torch
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from gdpo_verl.components import ERROR_PREFIX, MISSING_PREFIX, NONFINITE_PREFIX, RewardSpec, parse_spec, resolve
-from gdpo_verl.core.advantage import apply_conditions, weight_vector
-from gdpo_verl.core.token_scores import TOKENS_PREFIX
+from gdpo_verl.components import RewardSpec, check_data_path, parse_spec, resolve
+from gdpo_verl.core.contract import MANAGER_NAME, ComponentValue, encode_sample
 from gdpo_verl.reward_calls import RewardCaller, describe
 
-NAME = "gdpo_multi"
+NAME = MANAGER_NAME
 logger = logging.getLogger(__name__)
 
 
@@ -56,17 +54,6 @@ class RewardFunctionError(RuntimeError):
 
 def _clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
-
-
-@dataclass(frozen=True)
-class ComponentValue:
-    """One component's value on one sample: ``value`` (NaN = abstain), or why it has none."""
-
-    value: float = math.nan
-    error: str | None = None
-    nonfinite: bool = False
-    missing_from: tuple[str, ...] | None = None  # the keys of a dict result that lacked the component's key
-    tokens: tuple[float, ...] | None = None  # a process reward's per-token values (``value`` is their sum)
 
 
 SEQUENCE_TYPES = (list, tuple)
@@ -94,7 +81,7 @@ def _per_token(result, length: int | None) -> ComponentValue:
 def _is_sequence(result) -> bool:
     if isinstance(result, SEQUENCE_TYPES):
         return True
-    # a 1-D array or tensor; one of size 1 stays a number (``.item()``), as it always was
+    # a 1-D array or tensor; one of size 1 is a number (``.item()``)
     return getattr(result, "ndim", None) == 1 and callable(getattr(result, "tolist", None)) and len(result) != 1
 
 
@@ -141,26 +128,6 @@ def component_value(result, key: str, length: int | None = None) -> ComponentVal
     )
 
 
-def total_weights(spec: RewardSpec, algorithm) -> tuple[tuple[float, ...], tuple]:
-    """(weights, conditions) of the weighted sum: ``algorithm.gdpo_reward_weights`` / ``gdpo_reward_conditions``
-    when the algorithm config names these components (``python -m gdpo_verl.main`` derives them from the
-    components unless set), else the components' own. One source of truth: the GRPO baseline's reward then uses
-    the weights GDPO uses, so ``-m method=gdpo,grpo algorithm.gdpo_reward_weights=[...]`` compares like with like."""
-    if algorithm is not None and list(algorithm.get("gdpo_reward_keys") or []) == spec.names:
-        from gdpo_verl.estimator import GDPOSettings
-
-        settings = GDPOSettings.from_config(algorithm)
-        return settings.weights, settings.conditions
-    return tuple(spec.weights), spec.gates
-
-
-def weighted_total(names, weights, conditions, values: dict[str, float]) -> float:
-    """sum_k w_k r_k after conditions (paper Eq. 8); missing values count 0. The GRPO baseline's reward."""
-    scores = torch.tensor([[values[name] for name in names]], dtype=torch.float64)  # (1, K)
-    gated = apply_conditions(scores, conditions)
-    return float(torch.nan_to_num(gated) @ weight_vector(weights, gated))
-
-
 class ComponentScorer:
     """Every component of a ``reward.gdpo`` spec on one sample: shared calls once, each through ``on_error``'s rules.
 
@@ -201,10 +168,7 @@ class MultiRewardManager(RewardManagerBase):
 
     def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
         super().__init__(config, tokenizer, compute_score)
-        from gdpo_verl.verl_glue import check_registered, check_run_config
-
-        check_registered("a reward worker")
-        check_run_config(config, manager_selected=True)
+        check_data_path(config)
         self.spec = parse_spec(config.reward.get("gdpo"))
         if not self.spec.components:
             raise ValueError(
@@ -212,7 +176,7 @@ class MultiRewardManager(RewardManagerBase):
                 "{name, path, fn, weight}); none are declared"
             )
         self.scorer = ComponentScorer(self.spec)
-        self.weights, self.conditions = total_weights(self.spec, config.get("algorithm"))
+        self.settings = self.spec.settings(config.get("algorithm"))
 
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1]  # multi-sequence outputs: score the last sequence, as verl's managers do
@@ -229,7 +193,6 @@ class MultiRewardManager(RewardManagerBase):
             "response_length": valid,
         }
         scored = await self.scorer.score(kwargs)
-        values, extra = {}, {}
         for c in self.spec.components:
             got = scored[c.name]
             if got.error is not None and self.spec.on_error == "raise":
@@ -240,12 +203,6 @@ class MultiRewardManager(RewardManagerBase):
             if got.missing_from is not None:
                 logger.debug("component %r: %s:%s returned no key %r; its keys: %s", c.name, c.path, c.fn,
                              c.key or c.name, list(got.missing_from))  # fmt: skip
-            values[c.name] = got.value
-            extra[c.name] = got.value
-            if got.tokens is not None:
-                extra[TOKENS_PREFIX + c.name] = list(got.tokens)
-            extra[ERROR_PREFIX + c.name] = float(got.error is not None)
-            extra[NONFINITE_PREFIX + c.name] = float(got.nonfinite)
-            extra[MISSING_PREFIX + c.name] = float(got.missing_from is not None)
-        total = weighted_total(self.spec.names, self.weights, self.conditions, values)
-        return {"reward_score": total, "reward_extra_info": extra}
+        values = torch.tensor([[scored[name].value for name in self.settings.keys]], dtype=torch.float64)  # (1, K)
+        total = float(self.settings.total(values)[0])
+        return {"reward_score": total, "reward_extra_info": encode_sample(scored)}

@@ -8,8 +8,6 @@ training runs through verl's trainers (GDPO and GRPO, V1 and legacy, resume) are
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import inspect
 import math
 import os
 import subprocess
@@ -18,10 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
-
-def _sha256_of_source(obj) -> str:
-    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
 
 
 def _tiny_qwen2(vocab_size: int = 48, tie: bool = False, seed: int = 0):
@@ -41,36 +35,6 @@ def _tiny_qwen2(vocab_size: int = 48, tie: bool = False, seed: int = 0):
         eos_token_id=1,
     )
     return Qwen2ForCausalLM(config).eval()
-
-
-# --- pinned verl internals -------------------------------------------------------------------------------------------
-
-
-def test_installed_verl_is_the_pinned_version():
-    import verl
-
-    from gdpo_verl.cpu.patches import VERL_VERSION
-
-    assert verl.__version__ == VERL_VERSION
-
-
-def test_patched_and_relied_upon_verl_functions_are_unchanged():
-    """Fails when verl's code under the monkeypatch (or the engine mixin) changes: re-check, then re-pin."""
-    from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
-
-    from gdpo_verl.cpu import engine, patches
-
-    originals = patches.original_functions()
-    assert set(originals) == set(patches.PINNED_SOURCE_SHA256)
-    for name, func in originals.items():
-        assert _sha256_of_source(func) == patches.PINNED_SOURCE_SHA256[name], f"verl changed {name}"
-    (pinned,) = engine.PINNED_SOURCE_SHA256.values()
-    assert _sha256_of_source(FSDPEngine._build_fsdp_module) == pinned, "verl changed FSDPEngine._build_fsdp_module"
-    # the preset's sampler (gdpo_verl.verl_glue.replay_buffer): constructor contract, polling loop, group-filter hook
-    from gdpo_verl.verl_glue import replay_buffer as replay_filter
-
-    for name, obj in replay_filter.pinned_objects().items():
-        assert _sha256_of_source(obj) == replay_filter.PINNED_SOURCE_SHA256[name], f"verl changed {name}"
 
 
 # --- start-up checks and the preset ----------------------------------------------------------------------------------
@@ -106,6 +70,16 @@ def test_cpu_overrides_compose_with_verls_trainer_config():
     assert env_vars.GDPO_VERL_DEVICE == "cpu"
     assert "gdpo_verl.cpu.autoload" in env_vars.VERL_USE_EXTERNAL_MODULES.split(",")
     assert env_vars.OMP_NUM_THREADS == "1"
+    assert config.trainer.v1.sampler.sampler_kwargs.poll_interval == 0.05  # the sampler is gdpo_trainer.yaml's
+
+
+def test_the_demo_on_cpu_polls_the_replay_buffer_fast():
+    from hydra import compose, initialize_config_module
+
+    from gdpo_verl.cpu import cpu_overrides
+
+    with initialize_config_module(config_module="gdpo_verl.recipes", version_base=None):
+        config = compose(config_name="demo", overrides=cpu_overrides())
     sampler = config.trainer.v1.sampler
     assert (sampler.custom_sampler.path, sampler.custom_sampler.name) == (
         "pkg://gdpo_verl.verl_glue.replay_buffer",
@@ -243,7 +217,8 @@ os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PROBE_PORT"],
 initialize_global_process_group_ray(timeout_second=60)
 print(get_device_name(), get_device_id(), get_nccl_backend(), get_resource_name(),
       get_torch_device().get_device_name(), EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__,
-      get_rollout_class("hf").__name__, get_rollout_replica_class("hf").__name__, patches.is_applied(),
+      get_rollout_class("hf").__name__, get_rollout_replica_class("hf").__name__,
+      getattr(initialize_global_process_group_ray, "__gdpo_cpu_patch__", False),
       dist.get_backend(), os.environ["GDPO_VERL_DEVICE"])
 """
 

@@ -13,7 +13,8 @@ from verl import DataProto
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from gdpo_verl.estimator import SCORE_PREFIX, GDPOSettings, compute_gdpo_advantage
+from gdpo_verl.core.contract import SCORE_PREFIX, RewardSettings
+from gdpo_verl.estimator import compute_gdpo_advantage
 
 EXACT_VALUES = [-1.0, 0.0, 0.5, 1.0, 2.0, 3.0]  # exact in float32, so verl's float32 sums are exact too
 
@@ -173,7 +174,7 @@ def test_missing_non_tensor_scalars_abstain_instead_of_poisoning_the_batch():
 )
 def test_config_errors_name_the_bad_value(overrides, error, match):
     with pytest.raises(error, match=match):
-        GDPOSettings.from_config(algo(**overrides))
+        RewardSettings.from_algorithm(algo(**overrides))
 
 
 def test_missing_component_error_lists_what_is_there():

@@ -16,9 +16,9 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
-from gdpo_verl.components import MISSING_PREFIX, NONFINITE_PREFIX
+from gdpo_verl.core.contract import ERROR_PREFIX, MISSING_PREFIX, NONFINITE_PREFIX, TOKENS_PREFIX
 from gdpo_verl.demo.tokenizer import build_tokenizer
-from gdpo_verl.manager import ERROR_PREFIX, MultiRewardManager, RewardFunctionError
+from gdpo_verl.manager import MultiRewardManager, RewardFunctionError
 
 FUNCS = textwrap.dedent(
     """
@@ -173,6 +173,23 @@ def make_batch(tokenizer, responses, sources, truths, prompt="3+4="):
 
 def run_all(manager, data):
     return [asyncio.run(manager.run_single(data[i : i + 1])) for i in range(len(data))]
+
+
+@pytest.fixture(autouse=True)
+def close_every_manager(monkeypatch):
+    """Each manager a test builds has its reward-call pool closed at the end of the test."""
+    made = []
+    init = MultiRewardManager.__init__
+
+    def tracking(self, *args, **kwargs):
+        made.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(MultiRewardManager, "__init__", tracking)
+    yield
+    for manager in made:
+        if hasattr(manager, "scorer"):
+            manager.scorer.close()
 
 
 def test_components_weights_conditions_and_shared_calls(tokenizer, rewards_module):
@@ -393,7 +410,6 @@ def test_the_grpo_reward_uses_the_weights_and_conditions_gdpo_uses(tokenizer, re
 
 
 def test_a_process_reward_keeps_its_per_token_values_and_its_sum_is_the_components_value(tokenizer, rewards_module):
-    from gdpo_verl.core.token_scores import TOKENS_PREFIX
 
     components = [
         {"name": "steps", "path": rewards_module, "fn": "per_token", "weight": 1.0},

@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from gdpo_verl import main
 from gdpo_verl.components import parse_spec, resolve
+from gdpo_verl.core.contract import RewardSettings
 from gdpo_verl.main import apply_components
 from gdpo_verl.reward_calls import load_function
 
@@ -121,10 +122,9 @@ def test_tool_calling_applies_the_reference_kl_in_reward():
 def test_gsm8k_normalizes_like_trl_gdpo():
     cfg = compose_recipe("gsm8k", "gdpo")
     assert cfg.algorithm.gdpo_final_norm == "sequence" and cfg.algorithm.gdpo_epsilon == 1.0e-4
-    from gdpo_verl.estimator import GDPOSettings
 
     apply_components(cfg)
-    settings = GDPOSettings.from_config(cfg.algorithm)
+    settings = RewardSettings.from_algorithm(cfg.algorithm)
     assert (settings.final_norm, settings.epsilon) == ("sequence", 1.0e-4)
 
 

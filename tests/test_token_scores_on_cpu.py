@@ -5,19 +5,26 @@ Run: .venv/bin/python -m pytest tests/test_token_scores_on_cpu.py
 
 import math
 
+import pytest
 import torch
 
-from gdpo_verl.core.token_scores import TOKENS_PREFIX, per_response, token_score_tensors, without_token_lists
+from gdpo_verl.core.contract import TOKENS_PREFIX, without_token_lists
+from gdpo_verl.core.token_scores import per_response, token_score_tensors
 
 
 def test_outcome_values_sit_on_the_last_valid_token_and_abstentions_are_nan_there():
-    infos = [{"r": 2.0}, {"r": None}, {}, {"r": "not a number"}, {"r": -1.5}]
+    infos = [{"r": 2.0}, {"r": None}, {}, {"r": float("nan")}, {"r": -1.5}]
     t = token_score_tensors(infos, ["r"], torch.tensor([3, 2, 1, 4, 0]), width=4)["token_level_scores_r"]
     assert t.dtype == torch.float32 and t.shape == (5, 4)
     assert t[0].tolist() == [0.0, 0.0, 2.0, 0.0]
     assert all(math.isnan(t[i, n - 1]) for i, n in ((1, 2), (2, 1), (3, 4)))
     assert t[4].tolist() == [-1.5, 0.0, 0.0, 0.0]  # an empty response keeps its value on position 0
     assert torch.isnan(per_response(t)[1:4]).all() and per_response(t)[[0, 4]].tolist() == [2.0, -1.5]
+
+
+def test_a_value_that_is_not_a_number_is_refused_not_silently_dropped():
+    with pytest.raises(ValueError, match=r"reward_extra_info\['r'\] must hold numbers or None; found str 'x'"):
+        token_score_tensors([{"r": 1.0}, {"r": "x"}], ["r"], torch.tensor([1, 1]), width=1)
 
 
 def test_a_process_reward_lands_on_its_tokens_and_counts_by_its_sum():

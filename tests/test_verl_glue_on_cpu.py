@@ -21,24 +21,16 @@ from verl.trainer.ppo import ray_trainer
 from verl.trainer.ppo.v1 import get_trainer_cls
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-from gdpo_verl.components import ERROR_PREFIX, MISSING_PREFIX, NONFINITE_PREFIX
+from gdpo_verl.components import AGENT_LOOP_MANAGER
 from gdpo_verl.core.advantage import gdpo_advantages
-from gdpo_verl.core.token_scores import TOKENS_PREFIX, token_score_tensors
-from gdpo_verl.verl_glue import (
-    AGENT_LOOP_MANAGER,
-    METRICS_META_KEY,
-    PINNED_SOURCE_SHA256,
-    GDPOAdvantageMixin,
-    check_registered,
-    check_run_config,
-    check_trainer_mode,
-    install,
-    pinned_objects,
-    reward_metrics,
-    session_final_rows,
-    source_sha256,
-)
+from gdpo_verl.core.contract import ERROR_PREFIX, MISSING_PREFIX, NONFINITE_PREFIX, TOKENS_PREFIX, RewardSettings
+from gdpo_verl.core.token_scores import token_score_tensors
+from gdpo_verl.verl_glue import check_registered, install
 from gdpo_verl.verl_glue.agent_loop import GDPOAgentLoopOutput
+from gdpo_verl.verl_glue.batch import reward_metrics, session_final_rows
+from gdpo_verl.verl_glue.checks import WRAPPED_MARK, check_run_config, check_trainer_mode
+from gdpo_verl.verl_glue.legacy import METRICS_META_KEY
+from gdpo_verl.verl_glue.v1 import GDPOAdvantageMixin
 
 install()
 NAN = float("nan")
@@ -302,25 +294,19 @@ def test_reward_metrics_per_component_errors_sources_and_nonfinite():
     data = legacy_batch(with_tensors=False)
     data.non_tensor_batch["format"] = np.array([1.0, np.inf, 1.0, 0.0], dtype=object)  # upstream-style inf
     data.non_tensor_batch[NONFINITE_PREFIX + "format"] = np.array([0.0, 0.0, 1.0, 0.0])  # one more flagged
-    from gdpo_verl.estimator import GDPOSettings
-
-    metrics = reward_metrics(data, GDPOSettings.from_config(algo()))
+    metrics = reward_metrics(data, RewardSettings.from_algorithm(algo()))
     assert metrics["gdpo/format/nonfinite"] == 2.0 and metrics["gdpo/format/max"] == 1.0
     assert metrics["gdpo/source/chat/format/mean"] == pytest.approx(0.5)
 
 
 def test_a_key_missing_from_every_sample_is_a_configuration_error():
-    from gdpo_verl.estimator import GDPOSettings
-
     data = legacy_batch()
     data.non_tensor_batch[MISSING_PREFIX + "correctness"] = np.ones(4)
     with pytest.raises(ValueError, match=r"'correctness'.*lacked the key on all 4 samples of this batch"):
-        reward_metrics(data, GDPOSettings.from_config(algo()))
+        reward_metrics(data, RewardSettings.from_algorithm(algo()))
 
 
 def test_legacy_hooks_are_installed_once():
-    from gdpo_verl.verl_glue import WRAPPED_MARK
-
     once = (ray_trainer.compute_advantage, ray_trainer.compute_data_metrics)
     install()
     assert (ray_trainer.compute_advantage, ray_trainer.compute_data_metrics) == once
@@ -369,10 +355,3 @@ def test_start_up_refuses_the_wrong_rollout_workers_and_a_colocated_reward_model
     with pytest.raises(ValueError, match="colocated reward model.*enable_resource_pool=true"):
         check_run_config(config)
     check_run_config(full_config(manager="naive"))  # upstream-style: not our data path
-
-
-@pytest.mark.parametrize("name", sorted(PINNED_SOURCE_SHA256))
-def test_every_verl_object_the_glue_relies_on_is_verl_0_9_1s(name):
-    assert source_sha256(pinned_objects()[name]) == PINNED_SOURCE_SHA256[name], (
-        f"verl's {name} changed: re-read gdpo_verl/verl_glue (the hook relying on it) and port it"
-    )

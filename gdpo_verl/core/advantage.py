@@ -1,7 +1,7 @@
 """GDPO advantage math: per-reward group normalization, weighted sum, final normalization.
 
-Framework-free (torch only; pandas only to factorize arbitrary group ids). The verl glue lives in
-``gdpo_verl.estimator``. Shapes: ``bs`` responses, ``K`` rewards, ``T`` response tokens.
+Framework-free (torch only; pandas only to factorize arbitrary group ids). The verl adapter registered as the
+``gdpo`` estimator is ``gdpo_verl.estimator``. Shapes: ``bs`` responses, ``K`` rewards, ``T`` response tokens.
 
     >>> import torch
     >>> scores = torch.tensor([[0.0, 1.0], [0.0, 2.0]])          # one G=2 group, (format, correctness)
@@ -185,6 +185,12 @@ def weight_vector(weights: Sequence[float] | torch.Tensor | None, scores: torch.
     return torch.as_tensor(weights, dtype=torch.float64, device=scores.device)
 
 
+def weighted_total(scores: torch.Tensor, weights: Sequence[float] | torch.Tensor | None = None) -> torch.Tensor:
+    """(bs, K) scores -> (bs,) float64 ``sum_k w_k r_k``, a missing (NaN) value counting 0. weights: (K,), or
+    (bs, K) for one weight vector per response."""
+    return (torch.nan_to_num(scores.to(torch.float64)) * weight_vector(weights, scores)).sum(-1)
+
+
 def check_shapes(scores, uids, response_mask, conditions=(), offset=None) -> None:
     """ValueError naming the tensor and both shapes when the inputs do not fit together."""
     if response_mask.dim() != 2:
@@ -287,5 +293,5 @@ def grpo_advantages(
     per response (verl broadcasts it over the response's tokens). ``norm_by_std=False`` is "GRPO w/o std".
     ``weights`` may also be (bs, K): one weight vector per response (SAW's per-group weights).
     """
-    total = (torch.nan_to_num(scores.to(torch.float64)) * weight_vector(weights, scores)).sum(-1)
+    total = weighted_total(scores, weights)
     return group_normalize(total.unsqueeze(1), group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)[:, 0]

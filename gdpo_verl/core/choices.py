@@ -1,4 +1,7 @@
-"""The one check for options with a fixed set of values: the error names the option, the bad value and the valid ones.
+"""Option checks used by every config of the project: each error names the option, the bad value and the fix.
+
+``check_choice`` (a fixed set of values), ``real_number`` (a finite/positive number, not a bool or a string) and
+``yaml_on`` (YAML 1.1 reads an unquoted ``on`` key as True).
 
 >>> check_choice("algorithm.gdpo_final_norm", "token", ("token", "sequence", "none"))
 'token'
@@ -10,7 +13,8 @@ ValueError: algorithm.gdpo_final_norm='tokens' is unknown; valid values: token, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 
 def check_choice(what: str, value, valid: Sequence[str]):
@@ -18,3 +22,34 @@ def check_choice(what: str, value, valid: Sequence[str]):
     if value not in valid:
         raise ValueError(f"{what}={value!r} is unknown; valid values: {', '.join(map(str, valid))}")
     return value
+
+
+def real_number(value, where: str, *, finite: bool = True, positive: bool = False) -> float:
+    """``value`` as a float if it is a real number (not a bool, not a string); ValueError naming ``where``.
+
+    >>> real_number(2, "weight")
+    2.0
+    >>> real_number("1", "weight")
+    Traceback (most recent call last):
+    ...
+    ValueError: weight='1' must be a number, not str
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}={value!r} must be a number, not {type(value).__name__}")
+    number = float(value)
+    if finite and not math.isfinite(number):
+        raise ValueError(f"{where}={value!r} must be a finite number")
+    if positive and not number > 0:
+        raise ValueError(f"{where}={value!r} must be a positive number")
+    return number
+
+
+def yaml_on(condition):
+    """YAML 1.1 reads an unquoted ``on`` key as the boolean True; take it back as ``"on"``.
+
+    >>> yaml_on({True: "correctness", "threshold": 1.0})
+    {'on': 'correctness', 'threshold': 1.0}
+    """
+    if isinstance(condition, Mapping) and True in condition and "on" not in condition:
+        condition = {("on" if k is True else k): v for k, v in condition.items()}
+    return condition

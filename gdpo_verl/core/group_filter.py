@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gdpo_verl.core.advantage import constant_groups, group_index
+from gdpo_verl.core.advantage import constant_groups, group_index, weighted_total
 
 KEPT_TOTAL_VARIES = "kept_total_varies"
 KEPT_ANY_COMPONENT = "kept_any_component"
@@ -44,11 +44,6 @@ class GroupVerdict:
     reason: np.ndarray
     total: np.ndarray
 
-    def counts(self) -> dict[str, int]:
-        """{reason: number of groups} for every reason (zeros included)."""
-        found = np.bincount(self.reason, minlength=len(REASONS))
-        return {name: int(found[i]) for i, name in enumerate(REASONS)}
-
 
 def classify_groups(scores: torch.Tensor, uids, weights: Sequence[float]) -> GroupVerdict:
     """scores: (bs, K) per-response components (after conditions), NaN = missing; uids: (bs,) group ids."""
@@ -57,8 +52,7 @@ def classify_groups(scores: torch.Tensor, uids, weights: Sequence[float]) -> Gro
         raise ValueError(f"scores must be (bs, K={len(weights)}); got {tuple(scores.shape)}")
     group, n = group_index(np.asarray(uids, dtype=object))
     valid = ~torch.isnan(scores)
-    w = torch.tensor([float(x) for x in weights], dtype=torch.float64)
-    total = torch.nan_to_num(scores, nan=0.0) @ w
+    total = weighted_total(scores, [float(x) for x in weights])
     component_constant = constant_groups(scores, valid, group, n).all(dim=1)
     total_constant = constant_groups(total[:, None], torch.ones_like(total[:, None], dtype=torch.bool), group, n)[:, 0]
     size = torch.bincount(group, minlength=n)

@@ -1,7 +1,8 @@
 """Per-reward token-level score tensors: the manager's per-sample values -> ``token_level_scores_<name>`` (bs, T).
 
 The data path (README "Data flow"): reward functions -> ``gdpo_multi`` manager (per sample, in verl's
-``reward_extra_info``) -> :func:`token_score_tensors` (in the rollout workers, ``gdpo_verl.verl_glue.agent_loop``)
+``reward_extra_info``, encoded by ``gdpo_verl.core.contract``) -> :func:`token_score_tensors` (in the rollout workers,
+``gdpo_verl.verl_glue.agent_loop``)
 -> one ``token_level_scores_<name>`` tensor per component travelling with the batch -> the ``gdpo`` estimator,
 which reads each response's sum (:func:`per_response`), as verl's GRPO reads ``token_level_rewards.sum(-1)``.
 
@@ -24,30 +25,11 @@ Pure torch; no verl.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import torch
 
-SCORE_PREFIX = "token_level_scores_"
-#: reward_extra_info key of a process reward's per-token values (a list of floats, one per response token);
-#: the component's own key then holds their sum. Taken out of reward_extra_info once placed in the tensor.
-TOKENS_PREFIX = "gdpo_tokens_"
-
-
-def field_name(name: str) -> str:
-    """The batch field of component ``name``: ``token_level_scores_<name>``."""
-    return SCORE_PREFIX + name
-
-
-def _value(info: Mapping, name: str) -> float:
-    value = info.get(name) if isinstance(info, Mapping) else None
-    if value is None:
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        return math.nan
+from gdpo_verl.core.contract import TOKENS_PREFIX, decode_scores, field_name
 
 
 def token_score_tensors(
@@ -55,7 +37,8 @@ def token_score_tensors(
 ) -> dict[str, torch.Tensor]:
     """{``token_level_scores_<name>``: (bs, width) float32} from per-sample ``reward_extra_info`` dicts.
 
-    infos: bs dicts (the manager's output; a missing name or None = abstain); lengths: (bs,) valid response tokens.
+    infos: bs dicts (the manager's output, :func:`gdpo_verl.core.contract.encode_sample`; a missing name or None
+    = abstain, a value that is not a number raises); lengths: (bs,) valid response tokens.
     A process reward's token list whose length is not the row's (the earlier outputs of a multi-output agent
     session, which verl gives the session's final reward info) is placed as its sum on the last valid token.
     """
@@ -63,9 +46,10 @@ def token_score_tensors(
     lengths = torch.as_tensor(lengths, dtype=torch.int64).reshape(bs)
     last = (lengths - 1).clamp(min=0, max=max(width - 1, 0))
     rows = torch.arange(bs)
+    scores = decode_scores(infos, names).to(torch.float32)  # (bs, K)
     out = {}
-    for name in names:
-        values = torch.tensor([_value(info, name) for info in infos], dtype=torch.float32)
+    for k, name in enumerate(names):
+        values = scores[:, k]
         tensor = torch.zeros(bs, width, dtype=torch.float32)
         if width:
             tensor[rows, last] = values
@@ -98,9 +82,3 @@ def per_response(tensor: torch.Tensor) -> torch.Tensor:
     if bool(overflow.any()):
         total[overflow] = tensor[overflow].to(torch.float64).sum(dim=-1)
     return total
-
-
-def without_token_lists(info: Mapping) -> dict:
-    """``reward_extra_info`` without the per-token lists (they travel in the tensors; verl's per-key numpy
-    stacking and validation means need one scalar per key)."""
-    return {k: v for k, v in info.items() if not str(k).startswith(TOKENS_PREFIX)}

@@ -1,6 +1,7 @@
 """``activate()``: switch the current process's verl to the CPU backend (idempotent).
 
-In order, it checks that verl is 0.9.1, registers :class:`gdpo_verl.cpu.platform.CPUPlatform` in verl's
+In order, it checks that verl is 0.9.1 (``gdpo_verl.pins.check_verl_version``), registers
+:class:`gdpo_verl.cpu.platform.CPUPlatform` in verl's
 ``PlatformRegistry`` and installs it as the process's platform, registers the FSDP engines for device ``cpu``
 (:mod:`gdpo_verl.cpu.engine`) and the HF rollout ``rollout.name=hf`` (:mod:`gdpo_verl.cpu.hf_rollout`), applies
 :mod:`gdpo_verl.cpu.patches`, and puts :func:`worker_env_vars` into ``os.environ`` (``GDPO_VERL_DEVICE=cpu`` and
@@ -18,6 +19,8 @@ from __future__ import annotations
 import logging
 import os
 
+from gdpo_verl.verl_env import EXTERNAL_MODULES_ENV, with_external_modules
+
 DEVICE_ENV_FLAG = "GDPO_VERL_DEVICE"
 DEVICE_ENV_VALUE = "cpu"
 AUTOLOAD_MODULE = "gdpo_verl.cpu.autoload"
@@ -28,8 +31,6 @@ _active = False
 
 def worker_env_vars() -> dict[str, str]:
     """Environment that makes a process activate the backend on ``import verl`` (keeps other external modules)."""
-    from gdpo_verl.verl_glue import EXTERNAL_MODULES_ENV, with_external_modules
-
     modules = with_external_modules(os.environ.get(EXTERNAL_MODULES_ENV), AUTOLOAD_MODULE)
     return {DEVICE_ENV_FLAG: DEVICE_ENV_VALUE, EXTERNAL_MODULES_ENV: modules}
 
@@ -62,8 +63,9 @@ def activate() -> None:
     if _active:
         return
     from gdpo_verl.cpu import hf_rollout, patches
+    from gdpo_verl.pins import check_verl_version
 
-    patches.check_verl_version()
+    check_verl_version("CPU backend")
     _install_platform()
     from gdpo_verl.cpu import engine  # imports verl's FSDP engine module, which reads the platform at import
 

@@ -8,20 +8,13 @@ FSDP2 wraps a forward-only engine (the reference policy) with ``CPUOffloadPolicy
 host memory needs an accelerator ("Cannot access accelerator device when none is available"). On CPU the
 parameters already live in host memory, so :class:`HostMemoryFSDPMixin` builds forward-only FSDP2 modules without
 the offload policy. It relies on ``FSDPEngine._build_fsdp_module`` choosing the policy from
-``engine_config.forward_only``; :data:`PINNED_SOURCE_SHA256` pins that method's source (checked by the tests).
+``engine_config.forward_only``; that method's source is pinned in ``gdpo_verl.pins``.
 """
 
 from __future__ import annotations
 
 from verl.workers.engine import EngineRegistry
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
-
-#: sha256 of inspect.getsource of the verl method the mixin depends on, as shipped in verl 0.9.1.
-PINNED_SOURCE_SHA256 = {
-    "verl.workers.engine.fsdp.transformer_impl.FSDPEngine._build_fsdp_module": (
-        "35b7b539858443e45894da2d9675fb5a1d7b2bbb7c7c8b35605b0746d3179213"
-    ),
-}
 
 
 class HostMemoryFSDPMixin:

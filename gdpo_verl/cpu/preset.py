@@ -10,10 +10,9 @@ batch sizes, lengths, learning rates...). What each group does:
 * training engine: FSDP2 (FSDP1 insists on an accelerator ``device_id``), ``sdpa`` attention and no
   remove-padding (both otherwise need FlashAttention), no ``torch.compile``, fp32 parameters and compute.
 * rollout: ``rollout.name=hf`` (:mod:`gdpo_verl.cpu.hf_rollout`), one process per replica, fp32.
-* sampling: the V1 trainer's replay buffer is :class:`gdpo_verl.verl_glue.replay_buffer.GDPOReplayBuffer`, polling
-  TransferQueue every :data:`POLL_INTERVAL_S` s instead of verl's 2 s (on CPU a demo step spent part of its
-  ``gen`` time waiting for the next poll); ``trainer.v1.sampler.custom_sampler.path=null`` (and ``.name=null``)
-  restores verl's sampler.
+* sampling: the V1 trainer's replay buffer (``gdpo_verl.verl_glue.replay_buffer.GDPOReplayBuffer``, selected by
+  ``gdpo_trainer.yaml``) polls TransferQueue every :data:`POLL_INTERVAL_S` s instead of verl's 2 s (on CPU a demo
+  step spent part of its ``gen`` time waiting for the next poll).
 * process counts: one agent-loop worker, one reward worker, one TransferQueue storage unit, no dataloader
   worker processes (each extra process costs ~0.5 GB of RAM and seconds of start-up on a small machine).
 """
@@ -48,8 +47,6 @@ def cpu_overrides(num_procs: int = 1) -> list[str]:
     """Hydra overrides for verl's ``ppo_trainer`` config that run it on CPU with ``num_procs`` FSDP ranks."""
     if num_procs < 1:
         raise ValueError(f"num_procs must be >= 1, got {num_procs}")
-    from gdpo_verl.verl_glue.replay_buffer import sampler_overrides  # imports verl's replay buffer: only when asked
-
     env_vars = {**cpu_runtime_env()["env_vars"], **WORKER_THREAD_ENV}
     ray_env = [f"++ray_kwargs.ray_init.runtime_env.env_vars.{k}={_quote(v)}" for k, v in env_vars.items()]
     return [
@@ -82,7 +79,7 @@ def cpu_overrides(num_procs: int = 1) -> list[str]:
         "actor_rollout_ref.rollout.dtype=fp32",
         "actor_rollout_ref.rollout.free_cache_engine=False",
         # sampling
-        *sampler_overrides(poll_interval=POLL_INTERVAL_S),
+        f"++trainer.v1.sampler.sampler_kwargs.poll_interval={POLL_INTERVAL_S}",
         # process counts
         "actor_rollout_ref.rollout.agent.num_workers=1",
         "reward.num_workers=1",

@@ -17,8 +17,9 @@ reward's per-token list leaves ``reward_extra_info`` (which keeps one scalar per
   legacy (``use_v1=false``)      the padded ``DataProto`` of ``_postprocess`` gets them in ``batch`` (bs, T).
 
 Before building workers, :meth:`GDPOAgentLoopManager.create` checks, in the trainer's process, that verl's registries
-hold gdpo-verl's estimator and manager and that the V1 trainer mode carries the advantage mixin. verl internals
-relied upon are pinned in ``gdpo_verl.verl_glue.PINNED_SOURCE_SHA256``.
+hold gdpo-verl's estimator and manager and that the V1 trainer mode carries the advantage mixin; each worker checks
+the registries in its own process (where the reward managers score). verl internals relied upon are pinned in
+``gdpo_verl.pins``.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from pydantic import Field
 from verl.experimental.agent_loop.agent_loop import AgentLoopManager, AgentLoopOutput, AgentLoopWorker
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 
-from gdpo_verl.components import parse_spec
-from gdpo_verl.core.token_scores import token_score_tensors, without_token_lists
-from gdpo_verl.verl_glue import check_registered, check_trainer_mode, uses_per_reward_tensors
+from gdpo_verl.components import parse_spec, uses_per_reward_tensors
+from gdpo_verl.core.contract import without_token_lists
+from gdpo_verl.core.token_scores import token_score_tensors
+from gdpo_verl.verl_glue.checks import check_trainer_mode
+from gdpo_verl.verl_glue.install import check_registered
 
 UNKNOWN_SOURCE = "unknown"
 
@@ -76,6 +79,7 @@ class GDPOAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        check_registered("an agent-loop worker")
         self.gdpo_component_names = component_names(self.config)
 
     async def _agent_loop_postprocess(self, output, validate, **kwargs):
@@ -89,6 +93,7 @@ class GDPOAgentLoopWorker(AgentLoopWorker):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        check_registered("an agent-loop worker")
         self.gdpo_component_names = component_names(self.config)
 
     def _postprocess(self, inputs, input_non_tensor_batch=None, validate=False):

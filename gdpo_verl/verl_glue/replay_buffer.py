@@ -2,8 +2,8 @@
 
 Selected through the hook verl 0.9.1's V1 trainer offers for this (``trainer.v1.sampler.custom_sampler``); verl
 then passes only its base constructor arguments plus ``trainer.v1.sampler.sampler_kwargs``, so everything else this
-sampler needs travels in ``sampler_kwargs`` (interpolated from the rest of the config, see
-:func:`sampler_overrides`; ``recipes/gdpo_trainer.yaml`` carries the same block):
+sampler needs travels in ``sampler_kwargs``, interpolated from the rest of the config (``recipes/gdpo_trainer.yaml``
+selects the sampler and carries the block):
 
     sampler_kwargs key          default   meaning
     poll_interval               2.0       seconds between TransferQueue polls while waiting for rollouts (verl: 2.0;
@@ -24,8 +24,7 @@ With ``group_filter=any_component`` the step metrics count the groups classified
 other mode :class:`GDPOReplayBufferAsync` (the one class name in the config picks the right one), mirroring verl.
 
 verl internals relied upon (the constructor contract, the polling loop's use of ``poll_interval``, the filter hook
-``_dapo_filtered_keys`` and its callers) are pinned by the sha256 of their source in :data:`PINNED_SOURCE_SHA256`,
-checked by ``tests/test_replay_buffer_on_cpu.py``. Use it on any machine:
+``_dapo_filtered_keys`` and its callers) are pinned in ``gdpo_verl.pins``. Use it on any machine:
     python -m gdpo_verl.main algorithm.filter_groups.enable=true \
         trainer.v1.sampler.sampler_kwargs.group_filter=any_component
 """
@@ -39,8 +38,8 @@ import numpy as np
 import torch
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
-from gdpo_verl.core.advantage import apply_conditions
 from gdpo_verl.core.choices import check_choice
+from gdpo_verl.core.contract import RewardSettings, decode_scores, split_row_keys
 from gdpo_verl.core.group_filter import REASONS, classify_groups
 
 GROUP_FILTERS = ("metric", "any_component")
@@ -49,56 +48,11 @@ ANY_COMPONENT_METRIC = "<any gdpo reward component>"  # stands in for verl's one
 METRIC_PREFIX = "gdpo/filter/"
 SAMPLER_KEY = "trainer.v1.sampler"
 
-_RB = "verl.trainer.ppo.v1.replay_buffer."
-#: sha256 of inspect.getsource(<obj>) of every verl 0.9.1 method this sampler overrides or relies upon.
-PINNED_SOURCE_SHA256 = {
-    "verl.trainer.ppo.v1.trainer_base.PPOTrainer._build_replay_buffer": (
-        "c6c5bd0783311ea3ed37f2f5054eb1d23533deb76b181643419b2f37897f38be"
-    ),
-    _RB + "ReplayBuffer.__init__": "0c37a4862999198830cd4b4835116df2d6e672d105caee9491487f748d94bb90",
-    _RB + "ReplayBuffer._dapo_filtered_keys": "790dfb4e7ffb4d1b6d05f340b7d0180b6d093ce3b64f6ed63e7d0480a2852d8a",
-    _RB + "ReplayBuffer._wait_for_next_poll": "10088bf03da693830d23be51540b04ad3e21e34566f70cbe8863f2867873f8cd",
-    _RB + "ReplayBuffer._terminal_eviction_reasons": "4ffdb3bccfea999a7f8a6b029ecc5124a91336b699f6fd43156c7d890f1b5836",
-    _RB + "ReplayBuffer.sample": "cdcecebeb7f0b44e9726b62e208fb6821023591d8b91b0a9ad56750a96363e43",
-    _RB + "ReplayBufferAsync._terminal_eviction_reasons": (
-        "dee4779773543c4cb0f6a965fb127c404d3c08599265c2d13927205d37c740a2"
-    ),
-    _RB + "ReplayBufferAsync.wait_for_sampleable": "5590a1b06f671763968213e1353f5bd93a64a342b620762f9ec9b2ecc8e5db56",
-    _RB + "ReplayBufferAsync.sample": "d31f3d3955ec5cfd944e628eb8468b97854feb4363b74f0b1617fbce5344ff77",
-}
 
-
-def pinned_objects() -> dict:
-    """The verl objects named in :data:`PINNED_SOURCE_SHA256`, by the same names."""
-    import importlib
-
-    out = {}
-    for name in PINNED_SOURCE_SHA256:
-        module, cls, attr = name.rsplit(".", 2)
-        out[name] = getattr(getattr(importlib.import_module(module), cls), attr)
-    return out
-
-
-def sampler_overrides(poll_interval: float = DEFAULT_POLL_INTERVAL, group_filter: str = "metric") -> list[str]:
-    """Hydra overrides selecting this sampler for verl's ``ppo_trainer`` config (also what gdpo_trainer.yaml sets)."""
-    check_choice(f"{SAMPLER_KEY}.sampler_kwargs.group_filter", group_filter, GROUP_FILTERS)
-    kw = f"++{SAMPLER_KEY}.sampler_kwargs"
-    return [
-        f"{SAMPLER_KEY}.custom_sampler.path=pkg://{__name__}",
-        f"{SAMPLER_KEY}.custom_sampler.name={GDPOReplayBuffer.__name__}",
-        f"{kw}.poll_interval={float(poll_interval)}",
-        f"{kw}.group_filter={group_filter}",
-        f"{kw}.algorithm=" + "${algorithm}",
-        f"{kw}.train_batch_size=" + "${data.train_batch_size}",
-        f"{kw}.gen_batch_size=" + "${oc.select:data.gen_batch_size,null}",
-        f"{kw}.sync_refill_failed_groups=" + "${" + SAMPLER_KEY + ".sync_refill_failed_groups}",
-    ]
-
-
-def _extra_info(value) -> dict:
+def _record(value) -> dict | None:
     fields = getattr(value, "data", value)
     info = fields.get("reward_extra_info") if isinstance(fields, dict) else None
-    return info if isinstance(info, dict) else {}
+    return info if isinstance(info, dict) else None
 
 
 def component_scores(extra_fields: list, keys) -> torch.Tensor:
@@ -106,16 +60,15 @@ def component_scores(extra_fields: list, keys) -> torch.Tensor:
 
     Raises when a component is absent from every trajectory: a misnamed key would otherwise drop every group.
     """
-    infos = [_extra_info(f) for f in extra_fields]
-    present = set().union(*(i.keys() for i in infos)) if infos else set()
+    records = [_record(f) for f in extra_fields]
+    present = set().union(*(r.keys() for r in records if r is not None))
     absent = [k for k in keys if k not in present]
-    if infos and absent:
+    if records and absent:
         raise RuntimeError(
             f"group_filter=any_component: components {absent} are in no trajectory's reward_extra_info "
             f"(present: {sorted(present)}); check algorithm.gdpo_reward_keys against the reward manager's output"
         )
-    rows = [[info.get(k) for k in keys] for info in infos]
-    return torch.as_tensor(np.array(rows, dtype=np.float64).reshape(len(infos), len(keys)))
+    return decode_scores(records, keys)
 
 
 class GDPOReplayBuffer(ReplayBuffer):
@@ -142,9 +95,7 @@ class GDPOReplayBuffer(ReplayBuffer):
         metric = None
         if filter_groups.get("enable", False):
             if self.group_filter == "any_component":
-                from gdpo_verl.estimator import GDPOSettings
-
-                self.filter_settings = GDPOSettings.from_config(algorithm)
+                self.filter_settings = RewardSettings.from_algorithm(algorithm)
                 metric = ANY_COMPONENT_METRIC
             else:
                 metric = filter_groups.get("metric")
@@ -185,15 +136,18 @@ class GDPOReplayBuffer(ReplayBuffer):
         for uid in cache.keys() - finished_uids:
             del cache[uid]
         new_uids = finished_uids - cache.keys()
-        keys = [key for key in self.partitions[partition_id] if key.split("_")[0] in new_uids]
-        missing = new_uids - {key.split("_")[0] for key in keys}
+        all_keys = np.asarray(list(self.partitions[partition_id]), dtype=object)
+        uid_of = split_row_keys(all_keys.tolist())[0]
+        new = np.isin(uid_of, list(new_uids))
+        keys, row_uids = all_keys[new].tolist(), uid_of[new]
+        missing = new_uids - set(row_uids.tolist())
         if missing:
             raise RuntimeError(f"Finished groups without trajectories: {sorted(missing)[:5]}")
         if keys:
             data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["extra_fields"])
             settings = self.filter_settings
-            scores = apply_conditions(component_scores(list(data["extra_fields"]), settings.keys), settings.conditions)
-            verdict = classify_groups(scores, [key.split("_")[0] for key in keys], settings.weights)
+            scores = settings.gate(component_scores(list(data["extra_fields"]), settings.keys))
+            verdict = classify_groups(scores, row_uids, settings.weights)
             cache.update(zip(verdict.uids, np.where(verdict.keep, None, verdict.total).tolist(), strict=True))
             self._filter_counts.update({REASONS[i]: int(c) for i, c in enumerate(np.bincount(verdict.reason))})
         dropped = {uid: value for uid, value in cache.items() if value is not None}
