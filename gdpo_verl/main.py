@@ -113,6 +113,15 @@ def check_dynamic_sampling(cfg: DictConfig) -> None:
         )
 
 
+def validate_estimator(cfg: DictConfig) -> None:
+    """The reward settings (for the GRPO baseline's metrics too) and, for this project's estimators, the method's
+    options (``gdpo_verl.core.methods``): every error names the key, the bad value and the valid ones."""
+    if str(cfg.algorithm.adv_estimator) in ESTIMATORS or cfg.algorithm.get("gdpo_reward_keys"):
+        settings = RewardSettings.from_algorithm(cfg.algorithm)
+        if str(cfg.algorithm.adv_estimator) in ESTIMATORS:
+            MethodSettings.from_algorithm(cfg.algorithm, len(settings.keys))
+
+
 def validate(cfg: DictConfig) -> RewardSpec | None:
     """Every check that needs no Ray: components, estimator settings, rollout engine, verl's own checks.
 
@@ -120,10 +129,7 @@ def validate(cfg: DictConfig) -> RewardSpec | None:
     check_dynamic_sampling(cfg)
     check_run_config(cfg)
     spec = apply_components(cfg)
-    if str(cfg.algorithm.adv_estimator) in ESTIMATORS or cfg.algorithm.get("gdpo_reward_keys"):
-        settings = RewardSettings.from_algorithm(cfg.algorithm)  # validated for the GRPO baseline's metrics too
-        if str(cfg.algorithm.adv_estimator) in ESTIMATORS:
-            MethodSettings.from_algorithm(cfg.algorithm, len(settings.keys))
+    validate_estimator(cfg)
     from gdpo_verl.cpu import check_rollout_backend
 
     check_rollout_backend(cfg)

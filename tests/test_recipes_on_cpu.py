@@ -30,7 +30,17 @@ from gdpo_verl.reward_calls import load_function
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 TASKS = ("toolcall", "gsm8k", "deepscaler", "code")
-METHODS = ("gdpo", "grpo")
+METHODS = ("gdpo", "grpo", "gd2po", "saw", "rvpo")
+#: what each method preset sets (recipes/method/<name>.yaml), besides nothing else
+PRESETS = {
+    "gdpo": {"algorithm": {"adv_estimator": "gdpo"}},
+    "grpo": {"algorithm": {"adv_estimator": "grpo"}},
+    "gd2po": {
+        "algorithm": {"adv_estimator": "gd2po", "gd2po_filter": "sign", "gd2po_tau": 0.8, "gd2po_group_reweight": True}
+    },
+    "saw": {"algorithm": {"adv_estimator": "gdpo", "gdpo_reward_weighting": "saw"}, "launch": {"method": "saw"}},
+    "rvpo": {"algorithm": {"adv_estimator": "rvpo", "rvpo_risk": 1.0}},
+}
 PAIRS = [(task, method) for task in TASKS for method in METHODS]
 
 
@@ -64,7 +74,7 @@ def test_all_recipes_and_scripts_are_there():
 def test_method_files_are_small_global_packages(method):
     text = (RECIPES / "method" / f"{method}.yaml").read_text()
     assert text.startswith("# @package _global_\n")
-    assert yaml.safe_load(text) == {"algorithm": {"adv_estimator": method}}
+    assert yaml.safe_load(text) == PRESETS[method]
 
 
 @pytest.mark.parametrize(("task", "method"), PAIRS)
@@ -75,7 +85,7 @@ def test_recipe_composes_imports_and_passes_verls_checks(task, method, monkeypat
     monkeypatch.setenv("GDPO_DATA", "/data")
     monkeypatch.delenv("GDPO_CKPT", raising=False)
     cfg = compose_recipe(task, method)
-    assert cfg.algorithm.adv_estimator == method
+    assert cfg.algorithm.adv_estimator == PRESETS[method]["algorithm"]["adv_estimator"]
     spec = apply_components(cfg)  # imports every reward function: a bad path or name fails here
     assert spec is not None and all(callable(load_function(c.path, c.fn)) for c in resolve(spec).values())
     assert list(cfg.algorithm.gdpo_reward_keys) == [c.name for c in spec.components]
@@ -83,6 +93,7 @@ def test_recipe_composes_imports_and_passes_verls_checks(task, method, monkeypat
     assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node, cfg.actor_rollout_ref.rollout.name) == (1, 8, "vllm")
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     main.check_dynamic_sampling(cfg)
+    main.validate_estimator(cfg)  # the method's options are valid for the recipe's components
     OmegaConf.resolve(cfg)  # every interpolation resolves (data paths, seeds, component kwargs)
     assert cfg.data.train_files == f"/data/{task}/train.parquet" and cfg.data.val_files == f"/data/{task}/test.parquet"
     assert cfg.trainer.default_local_dir.startswith("checkpoints/")  # main moves it into the run's output dir
@@ -91,10 +102,15 @@ def test_recipe_composes_imports_and_passes_verls_checks(task, method, monkeypat
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_methods_differ_only_in_the_estimator(task):
-    gdpo, grpo = (OmegaConf.to_container(compose_recipe(task, m)) for m in METHODS)
-    assert (gdpo["algorithm"].pop("adv_estimator"), grpo["algorithm"].pop("adv_estimator")) == METHODS
-    assert gdpo == grpo
+def test_methods_differ_only_in_their_preset(task):
+    gdpo = OmegaConf.to_container(compose_recipe(task, "gdpo"))
+    for method in METHODS:
+        cfg, base = OmegaConf.to_container(compose_recipe(task, method)), copy.deepcopy(gdpo)
+        for section, keys in PRESETS[method].items():
+            for key, value in keys.items():
+                assert cfg[section].pop(key) == value
+                base[section].pop(key)
+        assert cfg == base, method
     assert OmegaConf.to_container(compose_recipe(task)) == OmegaConf.to_container(compose_recipe(task, "gdpo"))
 
 
