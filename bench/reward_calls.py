@@ -1,28 +1,122 @@
-"""Reward calls per second per reward worker: killable process-pool calls vs ``cheap`` (thread) calls, side by side.
+"""Reward calls under hung functions, and calls per second: the call path before and after, side by side.
 
-Run: ``python bench/reward_calls.py [--samples 512] [--rounds 5] [--processes 2]``
+Run (under the heavy-job lock): ``python bench/reward_calls.py [--samples 2000] [--timeout-s 0.25]
+[--processes 2] [--limit-s 90]`` prints, for 0%, 1% and 33% of calls hanging, with a light and with a heavy main
+module, the wall time of scoring ``--samples`` calls with the call path before this change (a ``pebble`` process
+pool with the ``spawn`` context: every replaced worker re-imports the caller's main module) and after it (the
+worker host of ``gdpo_verl.reward_calls``), against the floor ``hung calls x timeout_s / processes``. Each case
+runs in a fresh child process whose main module is this file; with ``heavy`` it imports torch and verl at the
+top, as a training script or notebook does (``GDPO_BENCH_HEAVY_MAIN=1``). A case still running after
+``--limit-s`` s is stopped and shown as ``> limit``. The verdict column checks the target: after <= 1.25 x floor
++ the healthy calls' own time (the same main module's 0% case).
 
-One ``MultiRewardManager`` per mode scores the same batch of demo responses with the demo's three toy rewards
-(microseconds each, so the figure is the cost of the call path itself), all samples concurrently as verl's
-reward loop does. Modes alternate round by round; each round's calls/s is printed, then the medians and the ratio.
-``cheap`` is the thread path (the manager's only path before killable calls existed). The first process-pool
-round includes starting the pool's worker processes; it is reported but left out of the median.
+``python bench/reward_calls.py --throughput [--samples 512] [--rounds 5] [--processes 2]``: calls per second per
+reward worker through ``MultiRewardManager``, killable process calls vs ``cheap`` (thread) calls, modes
+alternating round by round (the demo's toy rewards, microseconds each: the figure is the call path's own cost).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import multiprocessing
+import os
 import statistics
+import subprocess
+import sys
 import time
 
-from omegaconf import OmegaConf
+if os.environ.get("GDPO_BENCH_HEAVY_MAIN") == "1":  # a heavy main module: what a re-import of it costs
+    import torch  # noqa: F401
+    import verl  # noqa: F401
 
-from gdpo_verl.demo.tokenizer import build_tokenizer
-from gdpo_verl.manager import MultiRewardManager
+from gdpo_verl.reward_calls import CallOutcome, RewardCaller, bind, describe, run_call
+
+HANG_FN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hanging_rewards.py")
+FRACTIONS = {"0%": 0, "1%": 100, "33%": 3}  # one call in N hangs
 
 
-def make_manager(tokenizer, cheap: bool, processes: int) -> MultiRewardManager:
+class PebbleSpawnCaller:
+    """The call path before the worker host: a pebble pool, spawn context, the function's raw return pickled."""
+
+    def __init__(self, processes: int):
+        from pebble import ProcessPool
+
+        self.pool = ProcessPool(max_workers=processes, context=multiprocessing.get_context("spawn"))
+
+    async def call(self, call, available, timeout_s: float) -> CallOutcome:
+        try:
+            future = self.pool.schedule(run_call, args=(call, dict(available)), timeout=timeout_s)
+            return await asyncio.wrap_future(future)
+        except (TimeoutError, asyncio.TimeoutError):
+            return CallOutcome(error=f"timed out after {timeout_s} s")
+        except BaseException as e:  # noqa: BLE001
+            return CallOutcome(error=f"the call did not complete: {describe(e)}")
+
+    def close(self) -> None:
+        self.pool.stop()
+        self.pool.join()
+
+
+def run_case(path: str, samples: int, every: int, timeout_s: float, processes: int, limit_s: float) -> dict:
+    """One case in this process: ``samples`` concurrent calls, one in ``every`` hanging (0: none)."""
+    call = bind(HANG_FN, "maybe_hang", {}, "bench")
+    hangs = [every > 0 and i % every == 0 for i in range(samples)]
+    start = time.perf_counter()
+    caller = PebbleSpawnCaller(processes) if path == "before" else RewardCaller(processes=processes)
+
+    async def score_all():
+        calls = (caller.call(call, {"solution_str": "hang" if h else "ok"}, timeout_s) for h in hangs)
+        return await asyncio.wait_for(asyncio.gather(*calls), limit_s)
+
+    try:
+        outcomes = asyncio.run(score_all())
+    except (TimeoutError, asyncio.TimeoutError):
+        return {"wall_s": None, "hung": sum(hangs)}
+    wall = time.perf_counter() - start
+    healthy_ok = all(o.value == 1.0 for o, h in zip(outcomes, hangs) if not h)
+    timed_out = sum(o.error == f"timed out after {timeout_s} s" for o, h in zip(outcomes, hangs) if h)
+    caller.close()
+    return {"wall_s": wall, "hung": sum(hangs), "healthy_ok": healthy_ok, "timed_out": timed_out}
+
+
+def hang_table(args) -> None:
+    limit = f"> {args.limit_s:.0f}"
+    print("| main module | hanging | hung calls | floor s | before s | after s | after <= 1.25 x floor + healthy |")
+    print("|---|---|---|---|---|---|---|")
+    for main in ("light", "heavy"):
+        healthy: dict[str, float] = {}
+        for label, every in FRACTIONS.items():
+            walls: dict[str, float | None] = {}
+            for path in ("before", "after"):
+                env = dict(os.environ, GDPO_BENCH_HEAVY_MAIN="1" if main == "heavy" else "0")
+                case = [str(v) for v in (path, args.samples, every, args.timeout_s, args.processes, args.limit_s)]
+                # the child's own imports are not timed; its case is stopped at --limit-s, then killed at 600 s
+                done = subprocess.run(
+                    [sys.executable, __file__, "--case", *case], env=env, capture_output=True, text=True, timeout=600
+                )
+                result = json.loads(done.stdout.strip().splitlines()[-1])
+                wrong = result["wall_s"] is not None and not result["healthy_ok"]
+                if wrong or result.get("timed_out", result["hung"]) != result["hung"]:
+                    raise SystemExit(f"{path}/{main}/{label}: wrong outcomes {result}")
+                walls[path] = result["wall_s"]
+            if every == 0:
+                healthy = {p: w for p, w in walls.items()}
+            hung = result["hung"]
+            floor = hung * args.timeout_s / args.processes
+            target = 1.25 * floor + healthy["after"]
+            verdict = f"{walls['after']:.1f} <= {target:.1f}: {'yes' if walls['after'] <= target else 'NO'}"
+            shown = {p: (f"{w:.1f}" if w is not None else limit) for p, w in walls.items()}
+            print(f"| {main} | {label} | {hung} | {floor:.1f} | {shown['before']} | {shown['after']} | {verdict} |")
+            sys.stdout.flush()
+
+
+def make_manager(tokenizer, cheap: bool, processes: int):
+    from omegaconf import OmegaConf
+
+    from gdpo_verl.manager import MultiRewardManager
+
     components = [
         {"name": n, "path": "gdpo_verl.demo.rewards", "fn": f"{n}_reward", "cheap": cheap}
         for n in ("format", "correctness", "brevity")
@@ -54,7 +148,7 @@ def make_batch(tokenizer, n: int):
     )
 
 
-def calls_per_second(manager: MultiRewardManager, data) -> float:
+def calls_per_second(manager, data) -> float:
     async def score_all():
         return await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(len(data))))
 
@@ -63,12 +157,9 @@ def calls_per_second(manager: MultiRewardManager, data) -> float:
     return len(data) * len(manager.scorer.calls) / (time.perf_counter() - start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=512)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--processes", type=int, default=2)
-    args = parser.parse_args()
+def throughput(args) -> None:
+    from gdpo_verl.demo.tokenizer import build_tokenizer
+
     tokenizer = build_tokenizer()
     data = make_batch(tokenizer, args.samples)
     managers = {
@@ -88,6 +179,31 @@ def main() -> None:
     for mode, value in medians.items():
         print(f"| {mode} | {value:,.0f} |")
     print(f"\nprocess pool / cheap: {medians['process pool'] / medians['cheap (threads)']:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=None, help="2000 (hung calls) or 512 (--throughput)")
+    parser.add_argument("--timeout-s", type=float, default=0.25)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--limit-s", type=float, default=90)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--case", nargs=6, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        path, samples, every, timeout_s, processes, limit_s = args.case
+        result = run_case(path, int(samples), int(every), float(timeout_s), int(processes), float(limit_s))
+        print(json.dumps(result), flush=True)
+        for child in multiprocessing.active_children():  # a stopped case's pebble workers (the host exits on EOF)
+            child.kill()
+        os._exit(0)  # do not wait for hung workers
+    if args.throughput:
+        args.samples = args.samples or 512
+        throughput(args)
+    else:
+        args.samples = args.samples or 2000
+        hang_table(args)
 
 
 if __name__ == "__main__":

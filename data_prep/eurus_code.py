@@ -74,9 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         "local Eurus-2-RL-Data validation.parquet",
     )
     raw, sources = load_train_test(args, {split: ((HF_DATASET,), hub_split) for split, hub_split in HF_SPLITS.items()})
-    skipped = sum(1 for records in raw.values() for r in records if not is_code(r))
-    print(f"{TASK}: {skipped} non-code records skipped")
-    return convert_report_write(TASK, raw, to_row, args, sources=sources)
+    return convert_report_write(TASK, raw, to_row, args, sources=sources, left_out="non-code records")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pyarrow import ArrowException
 
-from data_prep.common import BadRecord, arg_parser, convert_report_write, load_records, require_text, verl_row
+from data_prep.common import (
+    BadRecord,
+    ReadError,
+    arg_parser,
+    convert_report_write,
+    fail,
+    load_records,
+    require_text,
+    verl_row,
+)
 from gdpo_verl.rewards.toolcall import ground_truth_calls
 
 TASK = "toolcall"
@@ -63,7 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = arg_parser(__doc__.splitlines()[0], TASK)
     parser.add_argument("raw", type=Path, help="the raw ToolRL file (rlla_rl.json)")
     args = parser.parse_args(argv)
-    train_records, test_records = shuffle_split(load_records(args.raw, split="train"))
+    try:  # the reference shuffle permutes the whole record list: this task holds its (4,000) records in memory
+        records = list(load_records(args.raw, split="train", max_record_mb=args.max_record_mb))
+    except (OSError, ValueError, ReadError, ArrowException) as e:
+        fail(f"{args.raw}: cannot read: {type(e).__name__}: {e}")
+    train_records, test_records = shuffle_split(records)
     sources = {"train": f"{args.raw} (shuffled train part)", "test": f"{args.raw} (shuffled test part)"}
     return convert_report_write(TASK, {"train": train_records, "test": test_records}, to_row, args, sources=sources)
 

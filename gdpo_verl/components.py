@@ -27,16 +27,25 @@ them through its ``key``. Every value is type-checked here: a bad one raises ``V
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gdpo_verl.core.advantage import Condition
-from gdpo_verl.core.choices import check_choice, real_number, yaml_on
-from gdpo_verl.core.contract import MANAGER_NAME, RESERVED_NAMES, RESERVED_PREFIXES, RewardSettings
+from gdpo_verl.core.choices import check_choice, clipped, first_of, real_number, yaml_on
+from gdpo_verl.core.contract import (
+    MANAGER_NAME,
+    MAX_WEIGHT,
+    RESERVED_NAMES,
+    RESERVED_PREFIXES,
+    WEIGHT_BOUND_WHY,
+    RewardSettings,
+)
 from gdpo_verl.reward_calls import BoundCall, bind
 
 ON_ERROR = ("raise", "nan")
+PROCESSES_PER_CORE = 4  # reward-function processes per core at most (calls mostly wait on I/O or time-outs)
 COMPONENT_KEYS = ("name", "path", "fn", "key", "weight", "condition", "kwargs", "cheap")
 #: the rollout workers that turn the manager's records into per-reward tensors (both verl trainers)
 AGENT_LOOP_MANAGER = "gdpo_verl.verl_glue.agent_loop.GDPOAgentLoopManager"
@@ -133,43 +142,45 @@ def _condition_cycle(components) -> list[str] | None:
 def _component(item, i: int) -> Component:
     where = f"reward.gdpo.components[{i}]"
     if not isinstance(item, Mapping):
-        raise ValueError(f"{where} must be a mapping with at least name and path; got {item!r}")
+        raise ValueError(f"{where} must be a mapping with at least name and path; got {clipped(item)}")
     unknown = set(item) - set(COMPONENT_KEYS)
     if unknown:
         raise ValueError(
-            f"{where} has unknown keys {sorted(map(str, unknown))}; valid keys: {', '.join(COMPONENT_KEYS)}"
+            f"{where} has unknown keys {first_of(sorted(map(str, unknown)))}; valid keys: {', '.join(COMPONENT_KEYS)}"
         )
     name, path = item.get("name"), item.get("path")
     if not isinstance(name, str) or not name:
-        raise ValueError(f"{where}.name must be a non-empty string; got {name!r}")
+        raise ValueError(f"{where}.name must be a non-empty string; got {clipped(name)}")
     where = f"{where} ({name})"
     if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
         raise ValueError(
             f"{where}.name={name!r} collides with a key verl or the manager puts on every sample; rename it"
         )
     if not isinstance(path, str) or not path:
-        raise ValueError(f"{where}.path must name a module or .py file; got {path!r}")
+        raise ValueError(f"{where}.path must name a module or .py file; got {clipped(path)}")
     fn = item.get("fn") or "compute_score"
     if not isinstance(fn, str):
-        raise ValueError(f"{where}.fn must be a function name (a string); got {fn!r}")
+        raise ValueError(f"{where}.fn must be a function name (a string); got {clipped(fn)}")
     key = item.get("key")
     if key is not None and (not isinstance(key, str) or not key):
-        raise ValueError(f"{where}.key must be a non-empty string (the dict entry to take) or null; got {key!r}")
+        raise ValueError(f"{where}.key must be a non-empty string (the dict entry to take) or null; got {clipped(key)}")
     kwargs = item.get("kwargs") or {}
     if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
-        raise ValueError(f"{where}.kwargs must be a mapping of parameter names to values; got {kwargs!r}")
+        raise ValueError(f"{where}.kwargs must be a mapping of parameter names to values; got {clipped(kwargs)}")
     cheap = item.get("cheap", False)
     if not isinstance(cheap, bool):
-        raise ValueError(f"{where}.cheap must be true or false; got {cheap!r}")
+        raise ValueError(f"{where}.cheap must be true or false; got {clipped(cheap)}")
     condition = yaml_on(item.get("condition") or {})
     if condition and (not isinstance(condition, Mapping) or not isinstance(condition.get("on"), str)):
-        raise ValueError(f"{where}.condition must look like {{on: <component>, threshold: <float>}}; got {condition!r}")
+        raise ValueError(
+            f"{where}.condition must look like {{on: <component>, threshold: <float>}}; got {clipped(condition)}"
+        )
     return Component(
         name=name,
         path=path,
         fn=fn,
         key=key,
-        weight=real_number(item.get("weight", 1.0), f"{where}.weight"),
+        weight=real_number(item.get("weight", 1.0), f"{where}.weight", at_most=MAX_WEIGHT, why=WEIGHT_BOUND_WHY),
         condition_on=condition.get("on") if condition else None,
         threshold=real_number(condition.get("threshold", 0.0), f"{where}.condition.threshold") if condition else 0.0,
         kwargs=dict(kwargs),
@@ -184,7 +195,13 @@ def parse_spec(block) -> RewardSpec:
     timeout = real_number(block.get("timeout_s", 30.0), "reward.gdpo.timeout_s", positive=True)
     processes = block.get("processes", 2)
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"reward.gdpo.processes={processes!r} must be a whole number >= 1")
+        raise ValueError(f"reward.gdpo.processes={clipped(processes)} must be a whole number >= 1")
+    cores = os.cpu_count() or 1
+    if processes > cores * PROCESSES_PER_CORE:
+        raise ValueError(
+            f"reward.gdpo.processes={processes} is more than {PROCESSES_PER_CORE} x this machine's {cores} cores "
+            f"({cores * PROCESSES_PER_CORE}): every process is started up front; use at most that many"
+        )
     raw = block.get("components") or []
     if not isinstance(raw, list):
         raise ValueError(f"reward.gdpo.components must be a list of components; got {type(raw).__name__}")
@@ -192,7 +209,7 @@ def parse_spec(block) -> RewardSpec:
     names = [c.name for c in components]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
-        raise ValueError(f"reward.gdpo.components has duplicate names {duplicated}; names must be distinct")
+        raise ValueError(f"reward.gdpo.components has duplicate names {first_of(duplicated)}; names must be distinct")
     for c in components:
         if c.condition_on is not None and (c.condition_on not in names or c.condition_on == c.name):
             raise ValueError(

@@ -30,13 +30,17 @@ final normalization, so it is never dropped (it stays unnormalized, as in GRPO w
 
 from __future__ import annotations
 
+import numbers
 import os
 import time
+import uuid
 
 import numpy as np
+import pandas as pd
 import torch
 
 from gdpo_verl.core.advantage import F32_MAX, final_normalize, gdpo_advantages
+from gdpo_verl.core.choices import clipped
 from gdpo_verl.core.contract import ESTIMATOR_NAME, SCORE_PREFIX, RewardSettings, field_name, numeric_column
 from gdpo_verl.core.methods import MethodSettings, method_advantages
 from gdpo_verl.core.token_scores import per_response
@@ -49,12 +53,66 @@ def _get(config, key, default=None):
     return default if value is None else value
 
 
-def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tensor:
+UID_SCALARS = (str, bytes, numbers.Number, np.generic, uuid.UUID)
+
+
+def _not_meta(name: str, tensor) -> None:
+    if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+        raise ValueError(
+            f"{name} is on the meta device (shape {tuple(tensor.shape)}, no values): materialize it on a real "
+            "device before computing advantages"
+        )
+
+
+def check_mask(response_mask) -> None:
+    """``response_mask``: a real (bs, T) tensor of 0s and 1s, in any integer, bool or float dtype."""
+    if not isinstance(response_mask, torch.Tensor):
+        raise ValueError(f"response_mask must be a (bs, T) tensor; got {type(response_mask).__name__}")
+    _not_meta("response_mask", response_mask)
+    if response_mask.dim() != 2:
+        raise ValueError(f"response_mask must be (bs, T); got shape {tuple(response_mask.shape)}")
+    if response_mask.dtype.is_complex:
+        raise ValueError(
+            f"response_mask must be an integer, bool or float tensor of 0/1; got dtype {response_mask.dtype}"
+        )
+    bad = ~((response_mask == 0) | (response_mask == 1))
+    if bool(bad.any()):
+        row, col = (int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"response_mask must hold only 0 and 1; found {response_mask[row, col].item()!r} at [{row}, {col}] "
+            f"(dtype {response_mask.dtype})"
+        )
+
+
+def check_uids(index, bs: int) -> None:
+    """``index`` (the batch's ``uid``): (bs,) hashable scalars (strings, numbers, UUIDs), no lists or dicts."""
+    if isinstance(index, torch.Tensor):
+        _not_meta("uid", index)
+        shape = tuple(index.shape)
+    else:
+        array = index if isinstance(index, np.ndarray) else np.asarray(index, dtype=object)
+        shape = array.shape
+    if shape != (bs,):
+        raise ValueError(f"uid must have shape ({bs},) (one group id per response); got shape {shape}")
+    if isinstance(index, torch.Tensor):
+        return
+    if array.dtype != object:
+        return  # numbers or strings by dtype
+    if pd.api.types.infer_dtype(array, skipna=False) in ("mixed", "mixed-integer", "unknown-array"):
+        bad = next((u for u in array if not isinstance(u, UID_SCALARS)), None)
+        if bad is not None:
+            raise ValueError(
+                f"uid must hold hashable scalars (strings, numbers); found {type(bad).__name__} {clipped(bad, 60)}"
+            )
+
+
+def collect_scores(keys, batch, non_tensor_batch, bs: int, device, shape: tuple | None = None) -> torch.Tensor:
     """Per-response scores (bs, K) float64 from per-reward token tensors or non-tensor scalars (NaN = missing).
 
-    A tensor ``token_level_scores_<name>`` (bs, T) contributes its per-response sum (NaN where it abstains).
-    Non-finite values are kept as they are: the math treats them as missing. Raises ValueError naming the field
-    for a wrong shape or a non-numeric value, and KeyError when a component is nowhere.
+    A tensor ``token_level_scores_<name>`` (bs, T; exactly ``shape``, the response mask's, when given) contributes
+    its per-response sum (NaN where it abstains). Non-finite values are kept as they are: the math treats them as
+    missing. Raises ValueError naming the field for a wrong shape, a meta tensor or a non-numeric value, and
+    KeyError when a component is nowhere.
     """
     tensor_keys = set(batch.keys()) if batch is not None else set()
     non_tensor = non_tensor_batch if non_tensor_batch is not None else {}
@@ -63,8 +121,10 @@ def collect_scores(keys, batch, non_tensor_batch, bs: int, device) -> torch.Tens
         field = field_name(key)
         if field in tensor_keys:
             scores = batch[field]
-            if scores.dim() != 2 or scores.shape[0] != bs:
-                raise ValueError(f"batch[{field!r}] must be (bs={bs}, response_length); got {tuple(scores.shape)}")
+            _not_meta(f"batch[{field!r}]", scores)
+            if scores.dim() != 2 or scores.shape[0] != bs or (shape is not None and tuple(scores.shape) != shape):
+                expected = f"{shape} (response_mask's shape)" if shape is not None else f"(bs={bs}, response_length)"
+                raise ValueError(f"batch[{field!r}] must be {expected}; got {tuple(scores.shape)}")
             if not (scores.dtype.is_floating_point or scores.dtype in (torch.int32, torch.int64, torch.bool)):
                 raise ValueError(f"batch[{field!r}] must hold numbers; got dtype {scores.dtype}")
             columns.append(per_response(scores))
@@ -136,8 +196,12 @@ def compute_gdpo_advantage(
     method = MethodSettings.from_algorithm(config, len(settings.keys))
     if index is None:
         raise ValueError("adv_estimator=gdpo needs the batch's 'uid' (group ids) in non_tensor_batch")
+    check_mask(response_mask)
+    _not_meta("token_level_rewards", token_level_rewards)
     bs = response_mask.shape[0]
-    scores = collect_scores(settings.keys, batch, non_tensor_batch, bs, response_mask.device)
+    check_uids(index, bs)
+    shape = tuple(response_mask.shape)
+    scores = collect_scores(settings.keys, batch, non_tensor_batch, bs, response_mask.device, shape)
     offset = None
     if _get(config, "use_kl_in_reward", False) and batch is not None and "token_level_scores" in batch.keys():
         offset = (token_level_rewards - batch["token_level_scores"]).sum(-1)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import numbers
 
 import torch
 from verl import DataProto
@@ -42,7 +41,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from gdpo_verl.components import RewardSpec, check_data_path, parse_spec, resolve
 from gdpo_verl.core.contract import MANAGER_NAME, ComponentValue, encode_sample
-from gdpo_verl.reward_calls import RewardCaller, describe
+from gdpo_verl.reward_calls import RewardCaller, Unusable
 
 NAME = MANAGER_NAME
 logger = logging.getLogger(__name__)
@@ -56,76 +55,50 @@ def _clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
 
 
-SEQUENCE_TYPES = (list, tuple)
-
-
-def _per_token(result, length: int | None) -> ComponentValue:
-    """A process reward's per-token values: 1-D, ``length`` long (when known), finite."""
-    n = len(result)
-    if length is not None and n != length:
-        return ComponentValue(error=f"returned {n} per-token values for a response of {length} tokens")
-    try:
-        values = torch.as_tensor(result.detach().cpu() if torch.is_tensor(result) else result, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
-        return ComponentValue(error=f"returned a sequence that is not per-token numbers ({describe(e)})")
-    if values.dim() != 1:
-        return ComponentValue(error=f"returned a nested sequence of shape {tuple(values.shape)}, expected one number "
-                              "per token")  # fmt: skip
-    if not bool(torch.isfinite(values).all()):
+def _per_token(values: list[float], length: int | None) -> ComponentValue:
+    """A process reward's per-token values (floats): ``length`` long (when known), finite, within float32."""
+    if length is not None and len(values) != length:
+        return ComponentValue(error=f"returned {len(values)} per-token values for a response of {length} tokens")
+    tensor = torch.tensor(values, dtype=torch.float64)
+    if not bool(torch.isfinite(tensor).all()):
         return ComponentValue(error="returned per-token values that are not all finite", nonfinite=True)
-    if bool(torch.isinf(values.to(torch.float32)).any()):
+    if bool(torch.isinf(tensor.to(torch.float32)).any()):
         return ComponentValue(error="returned per-token values too large for float32", nonfinite=True)
-    return ComponentValue(value=float(values.sum()), tokens=tuple(values.tolist()))
-
-
-def _is_sequence(result) -> bool:
-    if isinstance(result, SEQUENCE_TYPES):
-        return True
-    # a 1-D array or tensor; one of size 1 is a number (``.item()``)
-    return getattr(result, "ndim", None) == 1 and callable(getattr(result, "tolist", None)) and len(result) != 1
+    return ComponentValue(value=float(tensor.sum()), tokens=tuple(values))
 
 
 def component_value(result, key: str, length: int | None = None) -> ComponentValue:
-    """A component's value from a call result: a real number, None (abstain), per-token numbers (a process
-    reward, ``length`` of them when given), or a dict entry holding one of these.
+    """A component's value from a call's plain result (``gdpo_verl.reward_calls.to_plain``, made in the worker):
+    a float, None (abstain), a list of floats (a process reward, ``length`` of them when given), ``Unusable``, or a
+    dict of these. Plain data only, so nothing here can raise or hang on a hostile object.
 
-    >>> component_value({"format": 1, "correctness": 0.5}, "correctness").value
+    >>> component_value({"format": 1.0, "correctness": 0.5}, "correctness").value
     0.5
-    >>> component_value({"format": 1}, "correctness").missing_from
+    >>> component_value({"format": 1.0}, "correctness").missing_from
     ('format',)
     >>> component_value(float("inf"), "x").error
     'returned inf, which is not finite'
-    >>> component_value("1.0", "x").error
+    >>> from gdpo_verl.reward_calls import to_plain
+    >>> component_value(to_plain("1.0"), "x").error
     "returned str '1.0', expected a real number, None, per-token numbers or a dict"
-    >>> component_value([0.5, 0.25], "x", length=2).value, component_value([1, 2, 3], "x", length=2).error
+    >>> component_value([0.5, 0.25], "x", length=2).value, component_value([1.0, 2.0, 3.0], "x", length=2).error
     (0.75, 'returned 3 per-token values for a response of 2 tokens')
     """
     if isinstance(result, dict):
         if key not in result:
-            return ComponentValue(missing_from=tuple(sorted(map(str, result))))
+            return ComponentValue(missing_from=tuple(sorted(result)))
         result = result[key]
+    if isinstance(result, Unusable):  # what the worker could not turn into numbers
+        return ComponentValue(error=result.reason)
     if result is None:
         return ComponentValue()
-    if _is_sequence(result):
+    if isinstance(result, list):
         return _per_token(result, length)
-    number = result
-    if not isinstance(number, numbers.Real) and callable(getattr(number, "item", None)):
-        try:
-            number = number.item()  # numpy / torch scalars; a tensor of several values raises
-        except Exception as e:  # noqa: BLE001
-            return ComponentValue(error=f"returned {type(result).__name__} that is not one number ({describe(e)})")
-    if isinstance(number, numbers.Real):
-        try:
-            value = float(number)
-        except (OverflowError, ValueError, TypeError) as e:
-            return ComponentValue(error=f"returned a number that does not fit a float ({describe(e)})")
-        if not math.isfinite(value):
-            return ComponentValue(error=f"returned {value}, which is not finite", nonfinite=True)
-        return ComponentValue(value=value)
-    return ComponentValue(
-        error=f"returned {type(result).__name__} {_clip(repr(result), 80)}, expected a real number, None, "
-        "per-token numbers or a dict"
-    )
+    if type(result) is not float:  # not from to_plain: refuse rather than read it
+        return ComponentValue(error=f"returned {type(result).__name__}, which is not plain data (a bug)")
+    if not math.isfinite(result):
+        return ComponentValue(error=f"returned {result}, which is not finite", nonfinite=True)
+    return ComponentValue(value=result)
 
 
 class ComponentScorer:

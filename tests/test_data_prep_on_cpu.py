@@ -315,3 +315,88 @@ def test_math_answers_must_be_finite(answer):
     with pytest.raises(BadRecord, match="answer"):
         answer_text({"problem": "p", "answer": answer})
     assert answer_text({"answer": 7}) == "7" and answer_text({"answer": "\\frac{1}{2}"}) == "\\frac{1}{2}"
+
+
+# --- streaming: deep nesting, symlink loops, memory bounded by the record, not the file --------------------------
+def test_deep_nesting_is_refused_with_one_line_naming_the_record(tmp_path):
+    good = gsm8k_jsonl(tmp_path / "ok.jsonl", [{"question": "q", "answer": "x #### 1"}])
+    deep = "[" * 100_000 + "]" * 100_000
+    jsonl = tmp_path / "deep.jsonl"
+    jsonl.write_text(json.dumps({"question": "q", "answer": "x #### 1"}) + "\n" + deep + "\n")
+    done = run_prep("gsm8k", "--train-file", jsonl, "--test-file", good, "--out", tmp_path / "out")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert f"line 2 is nested too deeply to read (RecursionError)  (e.g. {jsonl} record 1)" in done.stdout
+    as_list = tmp_path / "deep.json"
+    as_list.write_text('[{"question": "q", "answer": "x #### 1"}, ' + deep + "]")
+    done = run_prep("gsm8k", "--train-file", as_list, "--test-file", good, "--out", tmp_path / "out")
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"{as_list}: cannot read: ReadError: record 1 is nested too deeply to read (RecursionError)"
+    )
+    assert not (tmp_path / "out").exists()
+    # the same records without the deep one: written
+    as_list.write_text('[{"question": "q", "answer": "x #### 1"} ,\n {"question": "r", "answer": "#### 22"} ]')
+    done = run_prep("gsm8k", "--train-file", as_list, "--test-file", good, "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert [r["reward_model"]["ground_truth"] for r in rows(tmp_path / "out" / "train.parquet")] == ["1", "22"]
+
+
+def test_a_symlink_loop_exits_2_with_one_line(tmp_path):
+    loop = tmp_path / "loop.jsonl"
+    loop.symlink_to(loop)
+    good = gsm8k_jsonl(tmp_path / "ok.jsonl", [{"question": "q", "answer": "x #### 1"}])
+    done = run_prep("gsm8k", "--train-file", loop, "--test-file", good, "--out", tmp_path / "out")
+    assert done.returncode == 2 and done.stderr.strip().startswith(f"{loop}: cannot read: OSError")
+    assert len(done.stderr.strip().splitlines()) == 1
+    done = run_prep("toolcall", loop, "--out", tmp_path / "out")
+    assert done.returncode == 2 and done.stderr.strip().startswith(f"{loop}: cannot read: OSError")
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_json_records_stream_in_chunks_whatever_their_sizes(tmp_path, monkeypatch, suffix):
+    monkeypatch.setattr(common, "CHUNK", 7)  # records straddle chunk boundaries, numbers too
+    records = [{"question": "q" * n, "answer": f"#### {n}"} for n in (0, 1, 5, 40, 3)] + [123456789, [1, 2.5e3]]
+    path = tmp_path / f"r{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps(records, indent=1))
+    else:
+        gsm8k_jsonl(path, records)
+    assert list(common.read_records(path)) == records
+
+
+def peak_rss_mb(*args) -> float:
+    """Peak resident memory (MB) of ``python -m data_prep.gsm8k ARGS`` in a fresh child process."""
+    code = (
+        "import re, runpy, sys; sys.argv = ['gsm8k', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('data_prep.gsm8k', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        # VmHWM: this process image's own peak (getrusage's ru_maxrss keeps the parent's peak across exec)
+        "print(int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) / 1024)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, capture_output=True, text=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_memory_is_bounded_by_the_largest_record_not_the_file(tmp_path):
+    """200 MB of 1 MB records and one 60 MB line (refused at --max-record-mb 8): the run holds a few records."""
+    small = gsm8k_jsonl(tmp_path / "small.jsonl", [{"question": "q", "answer": "x #### 1"}])
+    out = tmp_path / "out"
+    baseline = peak_rss_mb("--train-file", small, "--test-file", small, "--out", out, "--skip-bad")
+    big = tmp_path / "big.jsonl"
+    with open(big, "w") as f:
+        record = json.dumps({"question": "q" * (1 << 20), "answer": "x #### 1"}) + "\n"
+        for i in range(200):
+            f.write(record)
+            if i == 100:
+                f.write(json.dumps({"question": "q" * (60 << 20), "answer": "#### 1"}) + "\n")
+    as_list = tmp_path / "big.json"
+    with open(as_list, "w") as f:
+        f.write("[" + record.strip())
+        for _ in range(199):
+            f.write("," + record.strip())
+        f.write("]")
+    for path in (big, as_list):
+        peak = peak_rss_mb("--train-file", path, "--test-file", small, "--out", out, "--skip-bad", "--max-record-mb", 8)
+        # 2 x the largest record read (8 MB) + a write batch as rows, arrow table and compressed page (3 x 8 MB)
+        assert peak - baseline < 2 * 8 + 3 * common.WRITE_BATCH_BYTES / 2**20, (path, peak, baseline)
+        assert len(rows(out / "train.parquet")) == 200

@@ -13,7 +13,7 @@ from verl import DataProto
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from gdpo_verl.core.contract import SCORE_PREFIX, RewardSettings
+from gdpo_verl.core.contract import MAX_WEIGHT, SCORE_PREFIX, RewardSettings
 from gdpo_verl.estimator import compute_gdpo_advantage
 
 EXACT_VALUES = [-1.0, 0.0, 0.5, 1.0, 2.0, 3.0]  # exact in float32, so verl's float32 sums are exact too
@@ -200,7 +200,7 @@ def hostile_batches(draw):
     scores = draw(st.lists(st.lists(values, min_size=k, max_size=k), min_size=bs, max_size=bs))
     lengths = draw(st.lists(st.integers(0, t), min_size=bs, max_size=bs))
     mask = (torch.arange(t).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).to(torch.int64)
-    weights = draw(st.lists(st.sampled_from([0.5, 1.0, 1e30, -2.0]), min_size=k, max_size=k))
+    weights = draw(st.lists(st.sampled_from([0.5, 1.0, MAX_WEIGHT, -2.0]), min_size=k, max_size=k))  # the largest
     offsets = draw(st.lists(st.sampled_from([0.0, float("nan"), float("inf"), 1e300, -1.0]), min_size=bs, max_size=bs))
     return np.array(scores, dtype=np.float64), uids, mask, weights, torch.tensor(offsets, dtype=torch.float64)
 

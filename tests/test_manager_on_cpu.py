@@ -373,7 +373,7 @@ def test_cheap_components_run_in_threads_with_the_same_outcomes(tokenizer, rewar
     ]
     manager = MultiRewardManager(make_config(components, on_error="nan"), tokenizer)
     (out,) = run_all(manager, make_batch(tokenizer, ["<a>7</a>"], ["math"], ["7"]))
-    assert manager.scorer.caller._pool is None  # no process pool was started
+    assert manager.scorer.caller._host is None  # no worker process was started
     assert out["reward_extra_info"]["format"] == 1.0 and out["reward_extra_info"][NONFINITE_PREFIX + "bad"] == 1.0
 
 

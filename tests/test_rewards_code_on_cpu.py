@@ -60,8 +60,9 @@ def test_output_comparison_is_token_based():
     tests = json.dumps({"inputs": [""], "outputs": ["1 2\n3.0\n"]})
     # Extra spaces, blank lines and 3.0000001 vs 3.0 (within 1e-6) all pass.
     assert scores(fenced("print(' 1   2 ')\nprint()\nprint(3.0000001)"), tests) == (1.0, 1.0)
-    # "1 2 3" on one line is a different line structure: wrong (not a crash).
-    assert scores(fenced("print('1 2 3.0')"), tests) == (0.0, 1.0)
+    # "1 2 3.0" on one line is the same token sequence (a judge's wcmp); 4 is wrong (not a crash).
+    assert scores(fenced("print('1 2 3.0')"), tests) == (1.0, 1.0)
+    assert scores(fenced("print('1 2 4.0')"), tests) == (0.0, 1.0)
     # Input given as a list of lines is joined with newlines.
     listed = json.dumps({"inputs": [["3", "4"]], "outputs": [["7"]]})
     assert scores(fenced("print(int(input()) + int(input()))"), listed) == (1.0, 1.0)
@@ -143,19 +144,76 @@ def test_concurrent_rewards_run_the_program_once():
     assert code.EXECUTIONS["programs"] == runs + 1
 
 
-def test_grader_is_exact_on_integers_and_safe_on_huge_numbers():
-    for got, want in [
-        ("1000001", "1000000"),
-        ("999999999", "1000000000"),
-        ("12345678901234567891", "12345678901234567890"),
-        ("9" * 400, "1" + "0" * 400),
-        ("inf", "1e999"),
-        ("nan", "0"),
-        ("1e999999999", "1e999999998"),
-    ]:
-        assert not code.stdout_matches(got, want) and not code.stdout_matches(want, got), (got, want)
-    assert code.stdout_matches("1" + "0" * 400, "1" + "0" * 400 + ".0000000001")  # float on one side
-    assert code.stdout_matches("3.0000001", "3") and not code.stdout_matches("3.01", "3")
+BIG = "7" * 4096
+# (actual output, expected output, options, verdict, the same verdict with the two swapped)
+GRADER_CASES = [
+    # A float close to an integer answer is wrong (a contest judge compares integers exactly) ...
+    ("999999000.0", "999999937", {}, False, True),  # ... swapped, the expected float allows 1e-6 relative error
+    ("5.000000005e+17", "500000000500000000", {}, False, True),
+    ("1.0000005", "1", {}, False, True),
+    ("1e-7", "0", {}, False, True),
+    ("5.0", "5", {}, False, True),
+    ("1000001", "1000000", {}, False, False),
+    ("12345678901234567891", "12345678901234567890", {}, False, False),
+    ("9" * 400, "1" + "0" * 400, {}, False, False),
+    # Digits of other scripts, "_", and separators that are not ASCII whitespace are wrong ...
+    ("\uff11\uff12\uff13", "123", {}, False, False),
+    ("\u0661\u0662\u0663", "123", {}, False, False),
+    ("1_000", "1000", {}, False, False),
+    ("1\xa02", "1 2", {}, False, False),
+    ("1\x1c2", "1 2", {}, False, False),
+    ("1\u20282", "1 2", {}, False, False),
+    ("1\x852", "1 2", {}, False, False),
+    ("1 2", "1 2 3", {}, False, False),
+    ("inf", "1e999", {}, False, False),
+    ("nan", "0", {}, False, False),
+    ("1e999999999", "1e999999998", {}, False, False),
+    ("-inf", "inf", {}, False, False),
+    ("yes", "YES", {}, False, False),
+    # ... right answers pass: any line layout, nan/inf spellings by value, any number of digits.
+    ("1 2 3", "1\n2\n3", {}, True, True),
+    ("1\n2\n3\n", "1 2 3", {}, True, True),
+    ("  1\t2\r\n\n3  ", "1 2 3", {}, True, True),
+    ("NaN", "nan", {}, True, True),
+    ("inf", "Infinity", {}, True, True),
+    ("-INF", "-infinity", {}, True, True),
+    ("0" + BIG, BIG, {}, True, True),
+    ("007", "7", {}, True, True),
+    ("-0", "0", {}, True, True),
+    ("3.0000001", "3.0", {}, True, True),
+    ("0.1", "0.1000000001", {}, True, True),
+    ("2.5", "2.6", {}, False, False),
+    ("1" + "0" * 400, "1" + "0" * 400 + ".0000000001", {}, True, False),
+    # Options: lines compared one by one; YES/NO in any case.
+    ("1 2 3", "1\n2\n3", {"strict_lines": True}, False, False),
+    ("1 2\n\n3\n", "1 2\n3", {"strict_lines": True}, True, True),
+    ("yes\nNo", "YES\nNO", {"yes_no_any_case": True}, True, True),
+    ("yes", "YESS", {"yes_no_any_case": True}, False, False),
+]
+
+
+@pytest.mark.parametrize("actual, expected, options, verdict, swapped", GRADER_CASES)
+def test_grader_compares_like_a_contest_judge(actual, expected, options, verdict, swapped):
+    assert code.stdout_matches(actual, expected, **options) is verdict
+    assert code.stdout_matches(expected, actual, **options) is swapped
+
+
+def test_grader_options_come_from_the_ground_truth():
+    tests = {"inputs": [""], "outputs": ["YES\n1\n2"]}
+    program = fenced("print('yes')\nprint(1, 2)")
+    assert scores(program, json.dumps(tests)) == (0.0, 1.0)
+    assert scores(program, json.dumps({**tests, "yes_no_any_case": True})) == (1.0, 1.0)
+    assert scores(program, json.dumps({**tests, "yes_no_any_case": True, "strict_lines": True})) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="'strict_lines' must be true or false, got 'yes'"):
+        evaluate(program, {**tests, "strict_lines": "yes"})
+
+
+def test_bug_free_variant_counts_silent_runs_as_bugs():
+    tests = json.dumps({"inputs": ["1", "2"], "outputs": ["1", "2"]})
+    silent = fenced("try:\n    raise ValueError\nexcept Exception:\n    pass")
+    assert scores(silent, tests) == (0.0, 1.0)  # the paper's bug-free pays a program that does nothing
+    assert scores(silent, tests, bug_free_needs_output=True) == (0.0, 0.0)
+    assert scores(fenced("print(input())"), tests, bug_free_needs_output=True) == (1.0, 1.0)
 
 
 def test_call_based_hostile_output_never_raises():

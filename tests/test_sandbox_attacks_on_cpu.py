@@ -17,12 +17,15 @@ import textwrap
 import time
 from pathlib import Path
 
+import pyseccomp
 import pytest
 
 from gdpo_verl.rewards import sandbox
 from gdpo_verl.rewards.sandbox import Limits, run_python, run_tests
 
 LIMITS = Limits(cpu_s=1, wall_s=3.0, memory_mb=256, nproc=16, fsize_mb=16, disk_mb=64, max_output_bytes=100_000)
+SYSCALLS = ("keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "ptrace")
+SYSCALLS += ("unshare", "setns", "pidfd_getfd", "process_vm_readv")
 BUDGET_S = 8.0  # every attack's run returns within this (the wall limit plus start-up and clean-up)
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,6 +95,34 @@ ATTACKS = {
         "if set(os.getgroups()) <= {65534}:\n    raise OSError('no supplementary group: ' + str(os.getgroups()))"
     ),
     "environment": "if 'GDPO_ATTACK_SECRET' not in os.environ:\n    raise OSError('clean: ' + str(list(os.environ)))",
+    # Writable places beyond the run directory's capped tmpfs: none (no tmpfs under /dev, read-only root).
+    "fill-dev": "open('/dev/fill', 'wb').write(b'x' * 2**20)",
+    "fill-dev-shm": "os.makedirs('/dev/shm', exist_ok=True)\nopen('/dev/shm/fill', 'wb').write(b'x' * 2**20)",
+    "write-root": "open('/pwned', 'w').write('x')",
+    "mountinfo-host-paths": (
+        "text = open('/proc/self/mountinfo').read()\n"
+        "if not [p for p in args['host_paths'] if p in text]:\n    raise OSError('no host path in mountinfo')"
+    ),
+    # The seccomp filters: each call (with arguments the kernel itself would accept, or reject with another
+    # errno) fails with EPERM; mount and unshare only in tests (the supervisor needs them).
+    "seccomp-denied-syscalls": (
+        "nr, buf = args['nr'], ctypes.create_string_buffer(256)\n"
+        "calls = {\n"
+        "    'keyctl-read-session': (nr['keyctl'], 11, -3, None, 0), 'keyctl-join': (nr['keyctl'], 1, None),\n"
+        "    'add_key': (nr['add_key'], b'user', b'gdpo-planted', b'x', 1, -3),\n"
+        "    'request_key': (nr['request_key'], b'user', b'gdpo-trainer-secret', None, 0),\n"
+        "    'bpf': (nr['bpf'], 0, buf, 0), 'perf_event_open': (nr['perf_event_open'], None, 0, -1, -1, 0),\n"
+        "    'userfaultfd': (nr['userfaultfd'], 0xFFFF), 'io_uring_setup': (nr['io_uring_setup'], 8, buf),\n"
+        "    'ptrace-traceme': (nr['ptrace'], 0, 0, 0, 0), 'unshare-nothing': (nr['unshare'], 0),\n"
+        "    'setns': (nr['setns'], -1, 0), 'pidfd_getfd': (nr['pidfd_getfd'], -1, 0, 0),\n"
+        "    'process_vm_readv': (nr['process_vm_readv'], os.getpid(), None, 0, None, 0, 0),\n"
+        "}\n"
+        "errnos = {}\n"
+        "for name, call in calls.items():\n"
+        "    errnos[name] = ctypes.get_errno() if libc.syscall(*call) < 0 else 0\n"
+        "if set(errnos.values()) == {1}:\n    raise OSError('every call failed with EPERM')\n"
+        "print(errnos)"
+    ),
 }
 
 
@@ -125,6 +156,8 @@ def host():
         "repo_file": str(REPO / "pyproject.toml"),
         "outside": str(workdir / "pwned.txt"),
         "victim": victim.pid,
+        "nr": {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) for name in SYSCALLS},
+        "host_paths": [str(REPO), str(Path(sandbox.find_bwrap()).parent), sys.prefix, str(workdir)],
     }
 
     def untouched() -> list[str]:
@@ -308,7 +341,7 @@ def test_background_child_dies_with_its_test(host):
 
 NON_ROOT_RUNNER = """
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1].split(':')  # the repository, and where pyseccomp is installed
 from gdpo_verl.rewards import sandbox
 limits = sandbox.Limits(**json.loads(sys.argv[2]))
 out = {}
@@ -335,7 +368,7 @@ def test_attacks_fail_as_a_non_root_user(host):
     argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, "-I", "-c", NON_ROOT_RUNNER]
     env = {"PATH": "/usr/bin:/bin", "GDPO_SANDBOX_BWRAP": str(sandbox.find_bwrap()), "GDPO_ATTACK_SECRET": "x"}
     done = subprocess.run(
-        [*argv, str(REPO), json.dumps(limits)],
+        [*argv, f"{REPO}:{Path(pyseccomp.__file__).parent}", json.dumps(limits)],
         input=json.dumps(programs),
         capture_output=True,
         text=True,
@@ -354,3 +387,141 @@ def test_attacks_fail_as_a_non_root_user(host):
     word, total, errno = runs["disk"][1].split()
     assert int(total) <= 64 and int(errno) == 28
     assert untouched() == []
+
+
+# ------------------------------------------------------------------------------------ keyrings, root and non-root
+
+KEYRING_RUNNER = """
+import ctypes, json, subprocess, sys
+sys.path[:0] = sys.argv[1].split(':')
+from gdpo_verl.rewards import sandbox
+libc, keyctl = ctypes.CDLL(None, use_errno=True), int(sys.argv[2])
+
+def linked():
+    buf = ctypes.create_string_buffer(4096)
+    return len(buf.raw[: max(0, libc.syscall(keyctl, 11, -3, buf, 4096))]) // 4  # KEYCTL_READ of @s: key ids
+
+# A session keyring of this runner's own holding a secret, as pam_keyinit or `keyctl session` gives a trainer.
+assert libc.syscall(keyctl, 1, None) > 0
+assert libc.syscall(int(sys.argv[3]), b'user', b'gdpo-trainer-secret', b'hunter2', 7, -3) > 0
+programs = json.loads(sys.stdin.read())
+limits = sandbox.Limits(cpu_s=2, wall_s=5.0, memory_mb=256)
+jail = {name: sandbox.run_python(code, '', limits).stdout.strip() for name, code in programs.items()}
+after_jail = linked()
+run = lambda code: subprocess.run([sys.executable, '-c', code], capture_output=True, text=True).stdout.strip()
+outside = {name: run(code) for name, code in programs.items()}  # positive control: the same programs, unjailed
+print(json.dumps({"jail": jail, "linked_after_jail": after_jail, "outside": outside, "linked_after_outside": linked()}))
+"""
+KEYRING_PROGRAMS = {
+    "read": (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nfound = []\n"
+        "if 'gdpo-trainer-secret' in open('/proc/keys').read():\n    found.append('listed in /proc/keys')\n"
+        "key = libc.syscall(NR, 10, -3, b'user', b'gdpo-trainer-secret', 0)\n"  # KEYCTL_SEARCH in @s
+        "if key > 0:\n    found.append('found by KEYCTL_SEARCH')\n"
+        "print(found or 'SAFE')"
+    ),
+    "plant": (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "ids = [libc.syscall(ADD_KEY, b'user', b'gdpo-planted', b'x', 1, ring) for ring in (-3, -4, -5)]\n"
+        "print('PLANTED' if max(ids) > 0 else 'SAFE')"
+    ),
+}
+
+
+@pytest.mark.parametrize("user", ["root", "non-root"])
+def test_keyrings_are_out_of_reach(user):
+    """The trainer's session keyring is neither readable from a test nor a place a test can leave a key in."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None or not os.path.exists("/usr/bin/python3"):
+        pytest.skip("needs root (to compare with uid 65534), setpriv and /usr/bin/python3")
+    if user == "non-root" and not all(os.stat(p).st_mode & 0o005 == 0o005 for p in [REPO, *REPO.parents]):
+        pytest.skip(f"{REPO} is not readable by other users")
+    keyctl, add_key = (pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) for name in ("keyctl", "add_key"))
+    programs = {
+        name: code.replace("ADD_KEY", str(add_key)).replace("NR", str(keyctl))
+        for name, code in KEYRING_PROGRAMS.items()
+    }
+    argv = [sys.executable, "-c", KEYRING_RUNNER]
+    if user == "non-root":
+        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-I", *argv[1:]]
+    env = {"PATH": "/usr/bin:/bin", "GDPO_SANDBOX_BWRAP": str(sandbox.find_bwrap())}
+    done = subprocess.run(
+        [*argv, f"{REPO}:{Path(pyseccomp.__file__).parent}", str(keyctl), str(add_key)],
+        input=json.dumps(programs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/tmp",
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["jail"] == {"read": "SAFE", "plant": "SAFE"}, report
+    assert report["linked_after_jail"] == 1  # only the runner's own secret
+    # Positive control: unjailed, the same programs read the secret and leave a key behind.
+    assert report["outside"]["read"] == "['listed in /proc/keys', 'found by KEYCTL_SEARCH']", report
+    assert report["outside"]["plant"] == "PLANTED" and report["linked_after_outside"] == 2, report
+
+
+# ------------------------------------------------------------------------------------ one test against the next
+
+# Test 1 leaves everything it can behind; every test then reports what it finds. Test 1 finding its own traces
+# is the positive control (the checks see them when they are there); test 2 must find none.
+INFLUENCE = """
+import ctypes, os, signal, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+if input() == '1':
+    open('planted.txt', 'w').write('x')
+    os.makedirs('/sandbox/locked', exist_ok=True)
+    os.chmod('/sandbox/locked', 0)
+    os.utime('/sandbox', (12345, 12345))
+    os.environ['PLANTED'] = '1'
+    sys.modules['planted'] = sys
+    import builtins
+    builtins.PLANTED = True
+    seg = libc.shmget(0x6d70, 4096, 0o1666)  # IPC_CREAT: a SysV segment outlives its creator
+    libc.shmat.restype = ctypes.c_void_p
+    ctypes.memmove(libc.shmat(seg, None, 0), b'planted', 7)
+    keep = os.open('/sandbox/planted.txt', os.O_RDONLY)
+    os.set_inheritable(keep, True)
+    if os.fork() == 0:  # a leftover process holding an abstract socket, in its own session
+        os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        s = socket.socket(socket.AF_UNIX)
+        s.bind('\\0gdpo-planted')
+        s.listen(1)
+        time.sleep(30)
+        os._exit(0)
+    time.sleep(0.3)
+found = []
+if os.path.exists('planted.txt') or os.path.exists('/sandbox/locked'):
+    found.append('file')
+if os.stat('/sandbox').st_mtime == 12345:
+    found.append('run-dir times')
+if 'PLANTED' in os.environ or 'planted' in sys.modules or hasattr(__builtins__, 'PLANTED'):
+    found.append('interpreter state')
+if libc.shmget(0x6d70, 4096, 0o666) >= 0:
+    found.append('sysv shm')
+if len(os.listdir('/proc/self/fd')) > 4:
+    found.append('fds ' + str(os.listdir('/proc/self/fd')))
+if len([p for p in os.listdir('/proc') if p.isdigit()]) > 2:
+    found.append('processes')
+probe = socket.socket(socket.AF_UNIX)
+try:
+    probe.connect('\\0gdpo-planted')
+    found.append('abstract socket')
+except OSError:
+    pass
+print(sorted(found) or 'CLEAN', os.getpid())
+"""
+
+
+def test_a_test_cannot_influence_the_next_one(host):
+    results = run_tests(INFLUENCE, ["1", "2", "1", "2"], LIMITS)
+    reports = [r.stdout.strip().rsplit(" ", 1) for r in results]
+    planted = ["abstract socket", "fds ['0', '1', '2', '3', '4']", "file", "interpreter state", "processes"]
+    planted += ["run-dir times", "sysv shm"]
+    # Each test is pid 2 of a fresh pid namespace; test 1 sees all it planted, test 2 none of it.
+    assert reports == [[str(planted), "2"], ["CLEAN", "2"]] * 2, [r.stderr[-800:] for r in results]
+    assert host[1]() == []

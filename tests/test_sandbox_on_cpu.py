@@ -15,11 +15,13 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+import pyseccomp
 import pytest
 
 from gdpo_verl.rewards import sandbox
@@ -302,7 +304,7 @@ def test_fusion_malformed_replies_raise_naming_the_field(fusion_url, marker, fie
 
 UNPRIVILEGED_RUNNER = """
 import json, sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1].split(':')  # the repository, and where pyseccomp is installed
 from gdpo_verl.rewards import sandbox
 limits = sandbox.Limits(cpu_s=1, wall_s=3.0, memory_mb=256, nproc=16, fsize_mb=1)
 runs = [sandbox.run_python(program, stdin, limits).stdout for program, stdin in json.loads(sys.argv[2])]
@@ -339,7 +341,7 @@ def test_unprivileged_user_gets_the_same_limits(listener, world_writable_dir):
     target = world_writable_dir / "pwned.txt"
     runs = [(FORK, ""), (CONNECT, str(listener.getsockname()[1])), (WRITE, str(target))]
     argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, "-I", "-c", UNPRIVILEGED_RUNNER]
-    argv += [str(repo), json.dumps(runs)]
+    argv += [f"{repo}:{Path(pyseccomp.__file__).parent}", json.dumps(runs)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd="/tmp", env=_UNPRIVILEGED_ENV)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
@@ -348,3 +350,9 @@ def test_unprivileged_user_gets_the_same_limits(listener, world_writable_dir):
     assert int(forked) < 16
     assert connect.startswith("refused") and _no_connection_arrived(listener)
     assert write.strip() == "denied" and not target.exists()
+
+
+def test_missing_libseccomp_names_the_fix(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # import fails as if it were not installed
+    with pytest.raises(SandboxError, match="pip install pyseccomp.*libseccomp2.*sandbox_fusion_url"):
+        sandbox.build_filters()

@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 
 from gdpo_verl.core.advantage import FINAL_NORMS, Condition, apply_conditions, weighted_total
-from gdpo_verl.core.choices import check_choice, real_number, yaml_on
+from gdpo_verl.core.choices import check_choice, clipped, first_of, real_number, yaml_on
 
 #: the verl registry names of this project's reward manager and advantage estimator
 MANAGER_NAME = "gdpo_multi"
@@ -58,6 +58,10 @@ RESERVED_NAMES = frozenset(
     "ref_log_prob values extra_fields reward_extra_info score acc __num_turns__ multi_modal_inputs".split()
 )
 RESERVED_PREFIXES = (*FLAG_PREFIXES, TOKENS_PREFIX, SCORE_PREFIX)
+#: the largest weight magnitude: normalized advantages stay below sqrt(group size), so a weighted sum of K of them
+#: stays below K * MAX_WEIGHT * sqrt(n), far inside float32 (3.4e38) for any real K and group size n
+MAX_WEIGHT = 1e6
+WEIGHT_BOUND_WHY = " (weighted sums of normalized advantages must fit float32; rescale the other weights instead)"
 #: the estimator's backends: fast (vectorized) | verl (each reward literally through verl's GRPO; the test oracle)
 BACKENDS = ("fast", "verl")
 
@@ -193,19 +197,22 @@ class RewardSettings:
                 "(e.g. '+algorithm.gdpo_reward_keys=[format,correctness]') or declare reward.gdpo.components"
             )
         if any(not isinstance(k, str) or not k for k in keys) or len(set(keys)) != len(keys):
-            raise ValueError(f"algorithm.gdpo_reward_keys must be distinct non-empty names; got {keys}")
+            raise ValueError(f"algorithm.gdpo_reward_keys must be distinct non-empty names; got {first_of(keys)}")
         raw_weights = _get(config, "gdpo_reward_weights", None)
         if raw_weights is not None and (isinstance(raw_weights, str) or not hasattr(raw_weights, "__len__")):
-            raise ValueError(f"algorithm.gdpo_reward_weights must be a list of numbers; got {raw_weights!r}")
+            raise ValueError(f"algorithm.gdpo_reward_weights must be a list of numbers; got {clipped(raw_weights)}")
         weights = (
             [1.0] * len(keys)
             if raw_weights is None
-            else [real_number(w, f"algorithm.gdpo_reward_weights[{i}]") for i, w in enumerate(raw_weights)]
+            else [
+                real_number(w, f"algorithm.gdpo_reward_weights[{i}]", at_most=MAX_WEIGHT, why=WEIGHT_BOUND_WHY)
+                for i, w in enumerate(raw_weights)
+            ]
         )
         if len(weights) != len(keys):
             raise ValueError(
-                f"algorithm.gdpo_reward_weights has {len(weights)} values {weights} but gdpo_reward_keys has "
-                f"{len(keys)} names {keys}; give one weight per key (or none for equal weights)"
+                f"algorithm.gdpo_reward_weights has {len(weights)} values {first_of(weights)} but gdpo_reward_keys "
+                f"has {len(keys)} names {first_of(keys)}; give one weight per key (or none for equal weights)"
             )
         conditions = []
         for target, spec in dict(_get(config, "gdpo_reward_conditions", {})).items():
@@ -213,8 +220,8 @@ class RewardSettings:
             on = spec.get("on") if isinstance(spec, dict) else None
             if target not in keys or on not in keys or on == target:
                 raise ValueError(
-                    f"algorithm.gdpo_reward_conditions[{target!r}] = {spec} must name two different components "
-                    f"from gdpo_reward_keys {keys} "
+                    f"algorithm.gdpo_reward_conditions[{clipped(target)}] = {clipped(spec)} must name two different "
+                    f"components from gdpo_reward_keys {first_of(keys)} "
                     "(form: {<component>: {on: <other component>, threshold: <float>}})"
                 )
             threshold = real_number(

