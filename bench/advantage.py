@@ -7,6 +7,9 @@ Prints one table per run, all figures measured side by side in that run:
   floor     one read of each per-reward score tensor plus one write of a fresh (bs, T) float32 output
   extra MiB peak memory above inputs + output during our call, in units of one (bs, T) float32 tensor
 Targets: ours within 2x of the floor, >= 25x faster than upstream, extra memory <= 2 (bs, T) float32 tensors.
+A second table times every method this project ships through the same estimator entry on the same inputs, the
+methods interleaved round by round (median over ``--repeat`` rounds); target: none above 2x GDPO's time.
+Only the methods: .venv/bin/python bench/advantage.py --methods-only
 """
 
 from __future__ import annotations
@@ -121,11 +124,40 @@ def bench_shape(bs: int, t: int, g: int, device: str, repeat: int, upstream_repe
     ]
 
 
+#: (label, algorithm options on top of the benchmark's config): every method, GDPO first (the reference)
+METHODS = [
+    ("gdpo", {}),
+    ("gd2po sign", {"adv_estimator": "gd2po", "gd2po_filter": "sign"}),
+    ("gd2po snr", {"adv_estimator": "gd2po", "gd2po_filter": "snr", "gd2po_tau": 0.8}),
+    ("saw (gdpo)", {"gdpo_reward_weighting": "saw", "gdpo_saw_offsets": [3.0, 0.0, 0.0]}),
+    ("rvpo", {"adv_estimator": "rvpo", "rvpo_risk": 1.0}),
+]
+
+
+def bench_methods(bs: int, t: int, g: int, device: str, repeat: int, config) -> list[list[str]]:
+    """Time every method of :data:`METHODS` on one shape, round-robin; rows (label, ms, x GDPO)."""
+    from gdpo_verl.estimator import compute_gdpo_advantage
+
+    tensors, mask, _, uids = make_inputs(bs, t, g, device)
+    zeros = torch.zeros(bs, t, device=device)
+    configs = [OmegaConf.merge(config, {"adv_estimator": "gdpo", **extra}) for _, extra in METHODS]
+    calls = [(lambda c=c: compute_gdpo_advantage(zeros, mask, index=uids, config=c, batch=tensors)) for c in configs]
+    for call in calls:  # warm-up, and every method must give finite advantages
+        assert torch.isfinite(call()[0]).all()
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(repeat):
+        for i, call in enumerate(calls):
+            times[i].append(timeit(call, device, 1))
+    medians = [statistics.median(ts) for ts in times]
+    return [[label, f"{ms:.1f}", f"{ms / medians[0]:.2f}"] for (label, _), ms in zip(METHODS, medians)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--upstream-repeat", type=int, default=3)
+    parser.add_argument("--methods-only", action="store_true", help="only the table of every method")
     args = parser.parse_args()
 
     import verl  # noqa: F401  (registers our estimator through the plugin entry point)
@@ -136,10 +168,15 @@ def main() -> None:
         f"{'bs x T':>14} {'floor ms':>9} {'ours ms':>8} {'upstream ms':>12} {'ours/floor':>10} "
         f"{'upstream/ours':>13} {'extra (bs,T) f32':>16}"
     )
-    print(header)
+    if not args.methods_only:
+        print(header)
+        for bs, t, g in SHAPES:
+            row = bench_shape(bs, t, g, args.device, args.repeat, args.upstream_repeat, config)
+            print("".join(f"{v:>{w}}" for v, w in zip(row, (14, 10, 9, 13, 11, 14, 17))))
+    print(f"{'bs x T':>14} {'method':>12} {'ms':>8} {'x gdpo':>7}")
     for bs, t, g in SHAPES:
-        row = bench_shape(bs, t, g, args.device, args.repeat, args.upstream_repeat, config)
-        print("".join(f"{v:>{w}}" for v, w in zip(row, (14, 10, 9, 13, 11, 14, 17))))
+        for label, ms, ratio in bench_methods(bs, t, g, args.device, args.repeat, config):
+            print(f"{f'{bs} x {t}':>14} {label:>12} {ms:>8} {ratio:>7}")
 
 
 if __name__ == "__main__":

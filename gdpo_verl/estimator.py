@@ -1,4 +1,4 @@
-"""verl adapter: the ``gdpo`` advantage estimator, registered in verl's estimator registry.
+"""verl adapter: the ``gdpo`` advantage estimator (and ``gd2po``, ``rvpo``, SAW), registered in verl's registry.
 
 Registered by ``import verl`` in every process (``verl.plugins`` entry point -> ``gdpo_verl.plugin`` ->
 ``gdpo_verl.verl_glue``), in place of upstream's ``compute_gdpo_outcome_advantage``. verl's trainers call it through
@@ -14,6 +14,9 @@ Config (under ``algorithm``; verl's AlgoConfig declares the first two):
     norm_adv_by_std_in_grpo: true                        verl's key; false is the paper's "w/o std" variant
     gdpo_kl:                dropped | after_norm | component   (use_kl_in_reward only; default dropped, see below)
     gdpo_dump_dir:          null                         a folder: each call saves its inputs there (debugging)
+    adv_estimator=gd2po | rvpo, gdpo_reward_weighting=saw and their options: ``gdpo_verl.core.methods``. verl hands
+    the batch only to an estimator named ``gdpo``, so both trainers' hooks call the ``gdpo`` entry for those names
+    too; this function dispatches on ``config.adv_estimator``.
 Per component ``name`` the estimator reads ``data.batch["token_level_scores_<name>"]`` (bs, T): the data path with
 the ``gdpo_multi`` manager, in both trainers (layout in ``gdpo_verl.core.token_scores``: each response's value is
 the sum over its tokens, NaN = abstain). Only upstream-style configs (another reward manager whose
@@ -43,6 +46,7 @@ import torch
 from gdpo_verl.core.advantage import F32_MAX, final_normalize, gdpo_advantages
 from gdpo_verl.core.choices import clipped
 from gdpo_verl.core.contract import ESTIMATOR_NAME, SCORE_PREFIX, RewardSettings, field_name, numeric_column
+from gdpo_verl.core.methods import MethodSettings, method_advantages
 from gdpo_verl.core.token_scores import per_response
 
 NAME = ESTIMATOR_NAME
@@ -193,6 +197,7 @@ def compute_gdpo_advantage(
     come from ``config`` (the ``algorithm`` config), see the module docstring.
     """
     settings = RewardSettings.from_algorithm(config)
+    method = MethodSettings.from_algorithm(config, len(settings.keys))
     if index is None:
         raise ValueError("adv_estimator=gdpo needs the batch's 'uid' (group ids) in non_tensor_batch")
     check_mask(response_mask)
@@ -214,7 +219,14 @@ def compute_gdpo_advantage(
                 "algorithm.gdpo_backend=verl does not take use_kl_in_reward with algorithm.gdpo_kl="
                 f"{settings.kl}; use gdpo_backend=fast or gdpo_kl=dropped"
             )
+        if not method.plain_gdpo:
+            raise ValueError(
+                f"algorithm.gdpo_backend=verl is the oracle of plain GDPO; adv_estimator={method.estimator} with "
+                f"gdpo_reward_weighting={method.weighting} needs gdpo_backend=fast"
+            )
         adv = verl_backend(scores.cpu(), index, response_mask.cpu(), settings).to(response_mask.device)
+    elif not method.plain_gdpo:
+        adv = method_advantages(settings, method, scores, index, response_mask, offset)
     else:
         adv = gdpo_advantages(
             scores,

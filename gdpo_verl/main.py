@@ -30,7 +30,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gdpo_verl.components import RewardSpec, parse_spec, resolve
 from gdpo_verl.core.choices import check_choice
-from gdpo_verl.core.contract import ESTIMATOR_NAME, MANAGER_NAME, RewardSettings
+from gdpo_verl.core.contract import MANAGER_NAME, RewardSettings
+from gdpo_verl.core.methods import ESTIMATORS, MethodSettings
 from gdpo_verl.verl_env import EXTERNAL_MODULES_ENV, PLUGIN_MODULE, with_external_modules
 from gdpo_verl.verl_glue.checks import check_run_config
 
@@ -68,9 +69,9 @@ def apply_components(cfg: DictConfig) -> RewardSpec | None:
     manager = cfg.reward.reward_manager.name
     estimator = str(cfg.algorithm.adv_estimator)
     if manager != MANAGER_NAME:
-        if estimator == ESTIMATOR_NAME and not cfg.algorithm.get("gdpo_reward_keys"):
+        if estimator in ESTIMATORS and not cfg.algorithm.get("gdpo_reward_keys"):
             raise ValueError(
-                f"algorithm.adv_estimator=gdpo with reward.reward_manager.name={manager} needs "
+                f"algorithm.adv_estimator={estimator} with reward.reward_manager.name={manager} needs "
                 "algorithm.gdpo_reward_keys (the keys your compute_score returns), or use "
                 "reward.reward_manager.name=gdpo_multi with reward.gdpo.components"
             )
@@ -112,6 +113,15 @@ def check_dynamic_sampling(cfg: DictConfig) -> None:
         )
 
 
+def validate_estimator(cfg: DictConfig) -> None:
+    """The reward settings (for the GRPO baseline's metrics too) and, for this project's estimators, the method's
+    options (``gdpo_verl.core.methods``): every error names the key, the bad value and the valid ones."""
+    if str(cfg.algorithm.adv_estimator) in ESTIMATORS or cfg.algorithm.get("gdpo_reward_keys"):
+        settings = RewardSettings.from_algorithm(cfg.algorithm)
+        if str(cfg.algorithm.adv_estimator) in ESTIMATORS:
+            MethodSettings.from_algorithm(cfg.algorithm, len(settings.keys))
+
+
 def validate(cfg: DictConfig) -> RewardSpec | None:
     """Every check that needs no Ray: components, estimator settings, rollout engine, verl's own checks.
 
@@ -119,8 +129,7 @@ def validate(cfg: DictConfig) -> RewardSpec | None:
     check_dynamic_sampling(cfg)
     check_run_config(cfg)
     spec = apply_components(cfg)
-    if str(cfg.algorithm.adv_estimator) == ESTIMATOR_NAME or cfg.algorithm.get("gdpo_reward_keys"):
-        RewardSettings.from_algorithm(cfg.algorithm)  # validated for the GRPO baseline's metrics too
+    validate_estimator(cfg)
     from gdpo_verl.cpu import check_rollout_backend
 
     check_rollout_backend(cfg)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shared launcher behind recipes/<task>.sh: checks the method and the prepared data, then runs the recipe.
-# Usage (from any directory): recipes/launch.sh TASK gdpo|grpo|grpo_nostd [Hydra overrides...]
+# Usage (from any directory): recipes/launch.sh TASK gdpo|grpo|grpo_nostd|gd2po|saw|rvpo|gd2po|saw|rvpo [Hydra overrides...]
 #   TASK is one of: toolcall gsm8k deepscaler code (recipes/TASK.yaml, with method=METHOD: recipes/method/METHOD.yaml)
 set -euo pipefail
 task="${1:-}"
@@ -10,16 +10,16 @@ case "$task" in
   deepscaler) prep=deepscaler ;;
   code) prep=eurus_code ;;
   *)
-    echo "usage: $0 toolcall|gsm8k|deepscaler|code gdpo|grpo|grpo_nostd [overrides...]" >&2
+    echo "usage: $0 toolcall|gsm8k|deepscaler|code gdpo|grpo|grpo_nostd|gd2po|saw|rvpo|gd2po|saw|rvpo [overrides...]" >&2
     exit 2
     ;;
 esac
 shift
 method="${1:-}"
 case "$method" in
-  gdpo | grpo | grpo_nostd) shift ;;
+  gdpo | grpo | grpo_nostd | gd2po | saw | rvpo) shift ;;
   *)
-    echo "usage: recipes/$task.sh gdpo|grpo|grpo_nostd [overrides...]" >&2
+    echo "usage: recipes/$task.sh gdpo|grpo|grpo_nostd|gd2po|saw|rvpo|gd2po|saw|rvpo [overrides...]" >&2
     exit 2
     ;;
 esac

@@ -30,13 +30,22 @@ from gdpo_verl.reward_calls import load_function
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 TASKS = ("toolcall", "gsm8k", "deepscaler", "code")
-# What each method sets (config group `method`), relative to the recipe: the paper's method and its two baselines.
-METHOD_SETTINGS = {
-    "gdpo": {"algorithm.adv_estimator": "gdpo"},
-    "grpo": {"algorithm.adv_estimator": "grpo"},
-    "grpo_nostd": {"algorithm.adv_estimator": "grpo", "algorithm.norm_adv_by_std_in_grpo": False},
+#: what each method preset sets (recipes/method/<name>.yaml), relative to the recipe: the paper's method, its two
+#: baselines, and the methods beyond GDPO
+PRESETS = {
+    "gdpo": {"algorithm": {"adv_estimator": "gdpo"}},
+    "grpo": {"algorithm": {"adv_estimator": "grpo"}},
+    "grpo_nostd": {
+        "algorithm": {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": False},
+        "launch": {"method": "grpo_nostd"},
+    },
+    "gd2po": {
+        "algorithm": {"adv_estimator": "gd2po", "gd2po_filter": "sign", "gd2po_tau": 0.8, "gd2po_group_reweight": True}
+    },
+    "saw": {"algorithm": {"adv_estimator": "gdpo", "gdpo_reward_weighting": "saw"}, "launch": {"method": "saw"}},
+    "rvpo": {"algorithm": {"adv_estimator": "rvpo", "rvpo_risk": 1.0}},
 }
-METHODS = tuple(METHOD_SETTINGS)
+METHODS = tuple(PRESETS)
 PAIRS = [(task, method) for task in TASKS for method in METHODS]
 
 # The reference runs' settings (paper Table 6 and Sec. 4, NVlabs verl-GDPO, trl-GDPO on TRL 0.18), as dotted config
@@ -119,7 +128,7 @@ def compose_recipe(task: str, method: str | None = None, overrides=()):
 
 def test_every_method_file_is_a_known_method_with_a_registered_estimator():
     # A method added to recipes/method/ must get its settings above (the tests below then compose it everywhere).
-    assert {p.stem for p in (RECIPES / "method").glob("*.yaml")} == set(METHOD_SETTINGS)
+    assert {p.stem for p in (RECIPES / "method").glob("*.yaml")} == set(PRESETS)
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
     import gdpo_verl.plugin  # noqa: F401  (registers gdpo in verl's estimator registry)
@@ -127,8 +136,9 @@ def test_every_method_file_is_a_known_method_with_a_registered_estimator():
     for method in METHODS:
         cfg = compose_recipe("toolcall", method)
         assert callable(get_adv_estimator_fn(cfg.algorithm.adv_estimator))
-        for key, value in METHOD_SETTINGS[method].items():
-            assert OmegaConf.select(cfg, key) == value, (method, key)
+        for section, keys in PRESETS[method].items():
+            for key, value in keys.items():
+                assert OmegaConf.select(cfg, f"{section}.{key}") == value, (method, key)
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -165,7 +175,7 @@ def test_recipe_composes_imports_and_passes_verls_checks(task, method, monkeypat
     monkeypatch.setenv("GDPO_DATA", "/data")
     monkeypatch.delenv("GDPO_CKPT", raising=False)
     cfg = compose_recipe(task, method)
-    assert cfg.algorithm.adv_estimator == METHOD_SETTINGS[method]["algorithm.adv_estimator"]
+    assert cfg.algorithm.adv_estimator == PRESETS[method]["algorithm"]["adv_estimator"]
     spec = apply_components(cfg)  # imports every reward function: a bad path or name fails here
     assert spec is not None and all(callable(load_function(c.path, c.fn)) for c in resolve(spec).values())
     assert list(cfg.algorithm.gdpo_reward_keys) == [c.name for c in spec.components]
@@ -173,6 +183,7 @@ def test_recipe_composes_imports_and_passes_verls_checks(task, method, monkeypat
     assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node, cfg.actor_rollout_ref.rollout.name) == (1, 8, "vllm")
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     main.check_dynamic_sampling(cfg)
+    main.validate_estimator(cfg)  # the method's options are valid for the recipe's components
     OmegaConf.resolve(cfg)  # every interpolation resolves (data paths, seeds, component kwargs)
     assert cfg.data.train_files == f"/data/{task}/train.parquet" and cfg.data.val_files == f"/data/{task}/test.parquet"
     assert cfg.trainer.default_local_dir.startswith("checkpoints/")  # main moves it into the run's output dir
@@ -181,13 +192,15 @@ def test_recipe_composes_imports_and_passes_verls_checks(task, method, monkeypat
 
 
 @pytest.mark.parametrize("task", TASKS)
-@pytest.mark.parametrize("method", METHODS[1:])
-def test_methods_differ_only_in_their_settings_and_name(task, method):
-    gdpo = compose_recipe(task, "gdpo")
-    other = compose_recipe(task, method)
-    for key in [*METHOD_SETTINGS[method], *METHOD_SETTINGS["gdpo"], "launch.method"]:
-        OmegaConf.update(other, key, OmegaConf.select(gdpo, key), force_add=True)
-    assert OmegaConf.to_container(other, resolve=True) == OmegaConf.to_container(gdpo, resolve=True)
+def test_methods_differ_only_in_their_preset(task):
+    gdpo = OmegaConf.to_container(compose_recipe(task, "gdpo"))
+    for method in METHODS:
+        cfg, base = OmegaConf.to_container(compose_recipe(task, method)), copy.deepcopy(gdpo)
+        for section, keys in PRESETS[method].items():
+            for key, value in keys.items():
+                assert cfg[section].pop(key) == value
+                base[section].pop(key)
+        assert cfg == base, method
     assert OmegaConf.to_container(compose_recipe(task)) == OmegaConf.to_container(compose_recipe(task, "gdpo"))
 
 

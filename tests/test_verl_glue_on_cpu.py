@@ -365,3 +365,60 @@ def test_start_up_refuses_the_wrong_rollout_workers_and_a_colocated_reward_model
     with pytest.raises(ValueError, match="colocated reward model.*enable_resource_pool=true"):
         check_run_config(config)
     check_run_config(full_config(manager="naive"))  # upstream-style: not our data path
+
+
+# ---------------------------------------------------------------- the methods beyond GDPO, through both trainers
+
+METHOD_CASES = {  # algorithm options -> the core function the estimator must agree with, and a metric it logs
+    "gd2po": ({"adv_estimator": "gd2po", "gd2po_filter": "snr", "gd2po_tau": 0.5}, "gdpo/gd2po/masked_frac"),
+    "saw": ({"gdpo_reward_weighting": "saw", "gdpo_saw_offsets": [0.0, 3.0]}, "gdpo/saw/correctness/weight"),
+    "rvpo": ({"adv_estimator": "rvpo", "rvpo_risk": 2.0}, "gdpo/rvpo/penalty"),
+}
+
+
+def method_expected(options, mask=None):
+    from gdpo_verl.core.methods import MethodSettings, method_advantages
+
+    config = algo(**options)
+    settings = RewardSettings.from_algorithm(config)
+    method = MethodSettings.from_algorithm(config, len(settings.keys))
+    return method_advantages(settings, method, SCORES, UIDS, response_mask() if mask is None else mask)
+
+
+@pytest.mark.parametrize("name", sorted(METHOD_CASES))
+def test_legacy_runs_each_method_on_the_gdpo_data_path_and_logs_its_metrics(name):
+    options, metric = METHOD_CASES[name]
+    estimator = options.get("adv_estimator", "gdpo")
+    for call in (  # verl's fit passes adv_estimator by keyword; positional works too
+        lambda: ray_trainer.compute_advantage(legacy_batch(), adv_estimator=estimator, config=algo(**options)),
+        lambda: ray_trainer.compute_advantage(legacy_batch(), estimator, config=algo(**options)),
+    ):
+        data = call()
+        adv = data.batch["advantages"]
+        assert torch.allclose(adv, method_expected(options), atol=1e-6)
+        # no response of this batch has mixed signs, so GD2PO keeps all with weight 1: GDPO's values; the others differ
+        assert torch.allclose(adv, expected(), atol=1e-3) == (name == "gd2po")
+        metrics = ray_trainer.compute_data_metrics(batch=data, use_critic=False)
+        assert metric in metrics and "gdpo/format/mean" in metrics
+
+
+@pytest.mark.parametrize("name", sorted(METHOD_CASES))
+def test_v1_runs_each_method_on_the_gdpo_data_path_and_logs_its_metrics(monkeypatch, name):
+    options, metric = METHOD_CASES[name]
+    estimator = options.pop("adv_estimator", "gdpo")
+    tq, metrics = run_v1(
+        monkeypatch, full_config(adv_estimator=estimator, **options), ["a_0_0", "a_1_0", "b_0_0", "b_1_0"]
+    )
+    assert {"token_level_scores_format", "token_level_scores_correctness"} <= set(tq.fetched[0])
+    options["adv_estimator"] = estimator
+    assert torch.allclose(padded(tq.put["advantages"]), method_expected(options), atol=1e-6)
+    assert metric in metrics and "verl/ran" not in metrics
+
+
+def test_verls_registry_holds_our_estimator_under_every_method_name():
+    from verl.trainer.ppo import core_algos
+
+    from gdpo_verl.core.methods import ESTIMATORS
+    from gdpo_verl.estimator import compute_gdpo_advantage
+
+    assert all(core_algos.ADV_ESTIMATOR_REGISTRY[name] is compute_gdpo_advantage for name in ESTIMATORS)

@@ -186,8 +186,9 @@ def weight_vector(weights: Sequence[float] | torch.Tensor | None, scores: torch.
 
 
 def weighted_total(scores: torch.Tensor, weights: Sequence[float] | torch.Tensor | None = None) -> torch.Tensor:
-    """(bs, K) scores -> (bs,) float64 ``sum_k w_k r_k``, a missing (NaN) value counting 0."""
-    return torch.nan_to_num(scores.to(torch.float64)) @ weight_vector(weights, scores)
+    """(bs, K) scores -> (bs,) float64 ``sum_k w_k r_k``, a missing (NaN) value counting 0. weights: (K,), or
+    (bs, K) for one weight vector per response."""
+    return (torch.nan_to_num(scores.to(torch.float64)) * weight_vector(weights, scores)).sum(-1)
 
 
 def check_shapes(scores, uids, response_mask, conditions=(), offset=None) -> None:
@@ -209,6 +210,52 @@ def check_shapes(scores, uids, response_mask, conditions=(), offset=None) -> Non
             raise ValueError(f"condition {c} must name two different rewards in [0, {k}) and a finite threshold")
 
 
+@dataclass(frozen=True)
+class Decoupled:
+    """GDPO's per-reward group step, shared by every method built on it (GDPO, GD2PO, SAW).
+
+    scores: (bs, K) float64 rewards after conditions, NaN = missing (non-finite values abstain);
+    adv_k: (bs, K) float64 per-reward group advantages (0 where missing); weights: (K,) float64;
+    group: (bs,) int64 dense group index, num_groups groups; present: (bs,) bool, not every reward missing;
+    offset: (bs,) float64 term for A_sum (0 where none or non-finite).
+    """
+
+    scores: torch.Tensor
+    adv_k: torch.Tensor
+    weights: torch.Tensor
+    group: torch.Tensor
+    num_groups: int
+    present: torch.Tensor
+    offset: torch.Tensor
+
+
+def decouple(
+    scores: torch.Tensor,
+    uids,
+    response_mask: torch.Tensor,
+    weights: Sequence[float] | torch.Tensor | None = None,
+    *,
+    norm_by_std: bool = True,
+    epsilon: float = 1e-6,
+    conditions: Sequence[Condition] = (),
+    offset: torch.Tensor | None = None,
+) -> Decoupled:
+    """Check the inputs, apply conditions, and normalize each reward inside its group (steps 1 of the docstring)."""
+    check_shapes(scores, uids, response_mask, conditions, offset)
+    group, num_groups = group_index(uids, device=scores.device)
+    scores = scores.to(torch.float64)
+    scores = apply_conditions(torch.where(torch.isfinite(scores), scores, torch.nan), conditions)
+    adv_k = group_normalize(scores, group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)
+    w = weight_vector(weights, scores)
+    if w.shape != (scores.shape[1],) or not torch.isfinite(w).all():
+        raise ValueError(f"weights must be {scores.shape[1]} finite numbers, one per reward; got {w.tolist()}")
+    extra = torch.zeros(scores.shape[0], dtype=torch.float64, device=scores.device)
+    if offset is not None:
+        extra = torch.nan_to_num(offset.to(torch.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    present = ~torch.isnan(scores).all(dim=1)
+    return Decoupled(scores, adv_k, w, group, num_groups, present, extra)
+
+
 def gdpo_advantages(
     scores: torch.Tensor,
     uids,
@@ -226,19 +273,10 @@ def gdpo_advantages(
     estimator's KL-in-reward penalty). Returns (bs, T) float32 advantages (zero on padding).
     """
     check_final_norm(final_norm)
-    check_shapes(scores, uids, response_mask, conditions, offset)
-    group, num_groups = group_index(uids, device=scores.device)
-    scores = scores.to(torch.float64)
-    scores = apply_conditions(torch.where(torch.isfinite(scores), scores, torch.nan), conditions)
-    adv_k = group_normalize(scores, group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)
-    w = weight_vector(weights, scores)
-    if w.shape != (scores.shape[1],) or not torch.isfinite(w).all():
-        raise ValueError(f"weights must be {scores.shape[1]} finite numbers, one per reward; got {w.tolist()}")
-    adv = adv_k @ w  # (bs,)
-    if offset is not None:
-        adv = adv + torch.nan_to_num(offset.to(torch.float64), nan=0.0, posinf=0.0, neginf=0.0)
-    present = ~torch.isnan(scores).all(dim=1)
-    return final_normalize(adv, response_mask, final_norm, include=present, epsilon=epsilon)
+    d = decouple(scores, uids, response_mask, weights, norm_by_std=norm_by_std, epsilon=epsilon,
+                 conditions=conditions, offset=offset)  # fmt: skip
+    adv = d.adv_k @ d.weights + d.offset  # (bs,)
+    return final_normalize(adv, response_mask, final_norm, include=d.present, epsilon=epsilon)
 
 
 def grpo_advantages(
@@ -253,6 +291,7 @@ def grpo_advantages(
     """The GRPO baseline on the same rewards: sum with weights first (missing values count 0), then normalize
     the sum inside each group. scores: (bs, K); group: (bs,) int64 dense index. Returns (bs,) float64, one value
     per response (verl broadcasts it over the response's tokens). ``norm_by_std=False`` is "GRPO w/o std".
+    ``weights`` may also be (bs, K): one weight vector per response (SAW's per-group weights).
     """
     total = weighted_total(scores, weights)
     return group_normalize(total.unsqueeze(1), group, num_groups, norm_by_std=norm_by_std, epsilon=epsilon)[:, 0]

@@ -11,6 +11,7 @@ import pandas as pd
 
 from gdpo_verl import estimator
 from gdpo_verl.core.contract import ERROR_PREFIX, FLAG_PREFIXES, NONFINITE_PREFIX, RewardSettings, split_row_keys
+from gdpo_verl.core.methods import MethodSettings, method_metrics
 from gdpo_verl.core.metrics import step_metrics
 from gdpo_verl.verl_glue.checks import check_keys_returned
 
@@ -20,16 +21,17 @@ def record_keys(keys) -> list[str]:
     return [*keys, *(prefix + k for prefix in FLAG_PREFIXES for k in keys)]
 
 
-def reward_metrics(data, settings: RewardSettings) -> dict[str, float]:
+def reward_metrics(data, settings: RewardSettings, method: MethodSettings | None = None) -> dict[str, float]:
     """Per-reward step metrics of one DataProto: scores from ``token_level_scores_<name>`` (else the scalar columns),
-    uids, data sources and the manager's error flags from ``non_tensor_batch``."""
+    uids, data sources and the manager's error flags from ``non_tensor_batch``; with ``method``, that method's own
+    metrics too (``gdpo_verl.core.methods.method_metrics``, on ``batch["response_mask"]``)."""
     batch, columns = data.batch, data.non_tensor_batch
     uids = columns.get("uid")
     if uids is None or not len(uids):
         return {}
     check_keys_returned(columns, settings.keys)
     scores = estimator.collect_scores(settings.keys, batch, columns, len(uids), "cpu").cpu()
-    return step_metrics(
+    out = step_metrics(
         settings.gate(scores),
         np.asarray(uids, dtype=object),
         settings.keys,
@@ -40,6 +42,10 @@ def reward_metrics(data, settings: RewardSettings) -> dict[str, float]:
         errors={k: columns[ERROR_PREFIX + k] for k in settings.keys if ERROR_PREFIX + k in columns},
         nonfinite={k: columns[NONFINITE_PREFIX + k] for k in settings.keys if NONFINITE_PREFIX + k in columns},
     )
+    if method is not None and "response_mask" in batch.keys():
+        mask = batch["response_mask"].cpu()
+        out.update(method_metrics(settings, method, scores, np.asarray(uids, dtype=object), mask))
+    return out
 
 
 def session_final_rows(keys) -> tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,8 @@ Called by ``gdpo_verl.plugin`` at ``import verl`` in every process (driver, Task
 
 1. refuse a verl other than 0.9.1 (``gdpo_verl.pins.check_verl_version``; opt-in override there);
 2. estimator registry: ``core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"]`` -> ``gdpo_verl.estimator.compute_gdpo_advantage``
-   (in place of upstream's ``compute_gdpo_outcome_advantage``; logged once per process);
+   (in place of upstream's ``compute_gdpo_outcome_advantage``; logged once per process), and the same function under
+   ``gd2po`` and ``rvpo`` (``gdpo_verl.core.methods.ESTIMATORS``; the hooks of steps 4-5 call it as ``gdpo``);
 3. reward-manager registry: ``gdpo_multi`` -> ``gdpo_verl.manager.MultiRewardManager``;
 4. V1 trainer registry: every registered mode wrapped in ``GDPOAdvantageMixin`` (``gdpo_verl.verl_glue.v1``);
 5. legacy trainer: ``compute_advantage``/``compute_data_metrics`` wrapped (``gdpo_verl.verl_glue.legacy``).
@@ -17,6 +18,7 @@ import os
 
 from gdpo_verl import estimator
 from gdpo_verl.core.contract import ESTIMATOR_NAME, MANAGER_NAME
+from gdpo_verl.core.methods import ESTIMATORS
 from gdpo_verl.pins import check_verl_version
 from gdpo_verl.verl_env import EXTERNAL_MODULES_ENV
 from gdpo_verl.verl_glue.legacy import wrap_legacy_trainer
@@ -34,6 +36,8 @@ EXPECTED = {
 def _register_estimator() -> None:
     from verl.trainer.ppo import core_algos
 
+    for name in ESTIMATORS[1:]:  # our own names: nothing upstream to replace
+        core_algos.ADV_ESTIMATOR_REGISTRY[name] = estimator.compute_gdpo_advantage
     previous = core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME)
     if previous is estimator.compute_gdpo_advantage:
         return

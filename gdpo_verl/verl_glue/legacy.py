@@ -2,7 +2,8 @@
 wrapped so the per-reward metrics are ours.
 
 The wrapped ``compute_advantage`` runs verl's (which passes ``batch`` and ``non_tensor_batch`` to the ``gdpo``
-estimator), then computes the per-reward metrics into ``batch.meta_info``; the wrapped ``compute_data_metrics``
+estimator only; ``gd2po`` and ``rvpo`` are therefore run under that name, the estimator reading the method from the
+config), then computes the per-reward metrics into ``batch.meta_info``; the wrapped ``compute_data_metrics``
 reports them. verl's own ``gdpo/<name>/*`` block in ``RayPPOTrainer.fit`` (raw values, before conditions, NaN on one
 missing value) reads the bare ``non_tensor_batch[<name>]`` entries, which the wrapper removes once the estimator has
 run (the values live on in the per-reward tensors and in verl's rollout dump), so ours are the ones logged. Both
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import functools
 
-from gdpo_verl.core.contract import RewardSettings
+from gdpo_verl.core.contract import ESTIMATOR_NAME, RewardSettings
+from gdpo_verl.core.methods import ESTIMATORS, MethodSettings
 from gdpo_verl.verl_glue.batch import reward_metrics
 from gdpo_verl.verl_glue.checks import WRAPPED_MARK
 
@@ -31,10 +33,17 @@ def wrap_legacy_trainer() -> None:
 
     @functools.wraps(original_advantage)
     def compute_advantage(data, *args, config=None, **kwargs):
+        name = kwargs.get("adv_estimator", args[0] if args else None)
+        ours = str(name) in ESTIMATORS
+        if ours:  # verl hands the batch only to the estimator named gdpo (module docstring)
+            args, kwargs = (
+                ((ESTIMATOR_NAME, *args[1:]), kwargs) if args else (args, {**kwargs, "adv_estimator": ESTIMATOR_NAME})
+            )
         data = original_advantage(data, *args, config=config, **kwargs)
         if config is not None and config.get("gdpo_reward_keys"):
             settings = RewardSettings.from_algorithm(config)
-            data.meta_info[METRICS_META_KEY] = reward_metrics(data, settings)
+            method = MethodSettings.from_algorithm(config, len(settings.keys)) if ours else None
+            data.meta_info[METRICS_META_KEY] = reward_metrics(data, settings, method)
             for key in settings.keys:  # verl's own gdpo/<k>/* block reads these (module docstring)
                 data.non_tensor_batch.pop(key, None)
         return data

@@ -1,11 +1,13 @@
 """verl's V1 trainer (``trainer.use_v1=true``): every registered ``PPOTrainer`` mode gets :class:`GDPOAdvantageMixin`.
 
 verl 0.9.1's ``PPOTrainer._compute_advantage`` fetches a fixed list of TransferQueue fields, so the per-reward
-tensors never reach an estimator. For ``adv_estimator=gdpo`` the mixin runs the same steps with the per-reward
-fields added to the fetch (the fenced block below mirrors verl's method, pinned in ``gdpo_verl.pins``), and counts
-one value per agent session (its final output), as verl counts them for GRPO. For any other estimator with
-``algorithm.gdpo_reward_keys`` set (the GRPO baseline) verl's own step runs, then the same per-reward metrics are
-computed on the same rows. A mode registered after the wrap is refused at start-up (``checks.check_trainer_mode``).
+tensors never reach an estimator. For ``adv_estimator=gdpo`` (and ``gd2po``, ``rvpo``: verl hands the batch only to
+an estimator named ``gdpo``, so those call the ``gdpo`` entry, which dispatches on the config) the mixin runs the
+same steps with the per-reward fields added to the fetch (the fenced block below mirrors verl's method, pinned in
+``gdpo_verl.pins``), and counts one value per agent session (its final output), as verl counts them for GRPO. For
+any other estimator with ``algorithm.gdpo_reward_keys`` set (the GRPO baseline) verl's own step runs, then the same
+per-reward metrics are computed on the same rows. A mode registered after the wrap is refused at start-up
+(``checks.check_trainer_mode``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 
 from gdpo_verl.components import uses_per_reward_tensors
 from gdpo_verl.core.contract import ESTIMATOR_NAME, RewardSettings, decode_columns, field_name
+from gdpo_verl.core.methods import ESTIMATORS, MethodSettings
 from gdpo_verl.verl_glue.batch import record_keys, reward_metrics, session_final_rows
 from gdpo_verl.verl_glue.checks import WRAPPED_MARK, check_tensor_fields
 
@@ -29,7 +32,7 @@ class GDPOAdvantageMixin:
 
     def _compute_advantage(self, batch, metrics: dict):
         algorithm = self.config.algorithm
-        is_gdpo = str(algorithm.adv_estimator) == ESTIMATOR_NAME
+        is_gdpo = str(algorithm.adv_estimator) in ESTIMATORS
         if not is_gdpo and not algorithm.get("gdpo_reward_keys"):
             return super()._compute_advantage(batch, metrics)
         import torch
@@ -40,6 +43,7 @@ class GDPOAdvantageMixin:
         from verl.workers.utils.padding import response_to_nested
 
         settings = RewardSettings.from_algorithm(algorithm)
+        method = MethodSettings.from_algorithm(algorithm, len(settings.keys)) if is_gdpo else None
         tensor_keys = settings.keys if uses_per_reward_tensors(self.config) else ()
         ours = [*map(field_name, tensor_keys), "extra_fields", "data_source"]  # TQ leaves out fields no row has
         if not is_gdpo:  # the GRPO baseline: verl's own step, then the same metrics on the same rows
@@ -76,7 +80,7 @@ class GDPOAdvantageMixin:
         final, position = session_final_rows(batch.keys)
         advantage = getattr(compute_advantage, "__wrapped__", compute_advantage)  # verl's, not the legacy wrapper
         kwargs = dict(
-            adv_estimator=algorithm.adv_estimator,
+            adv_estimator=ESTIMATOR_NAME,  # gd2po, rvpo too: the entry that gets the batch (module docstring)
             gamma=algorithm.gamma,
             lam=algorithm.lam,
             num_repeat=self.config.actor_rollout_ref.rollout.n,
@@ -93,7 +97,7 @@ class GDPOAdvantageMixin:
             broadcast = per_session[torch.as_tensor(position)].unsqueeze(-1) * data.batch["response_mask"]
             data.batch["advantages"] = broadcast
             data.batch["returns"] = broadcast
-        metrics.update(reward_metrics(finals, settings))
+        metrics.update(reward_metrics(finals, settings, method))
         # ---- end of ours
 
         fields = ["advantages", "returns"]
