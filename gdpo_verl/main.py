@@ -22,6 +22,7 @@ cleanly one after another.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -238,6 +239,10 @@ def run(cfg: DictConfig) -> Path:
 
     import ray
 
+    from gdpo_verl import console
+
+    verbose = console.is_verbose(cfg)
+    console.quiet_settings(cfg)
     out = prepare(cfg)
     if cfg.launch.dry_run:
         a = cfg.algorithm
@@ -250,9 +255,10 @@ def run(cfg: DictConfig) -> Path:
         )
         return out
     importlib.import_module(PLUGIN_MODULE)
-    from gdpo_verl.verl_glue import registered
+    if verbose:
+        from gdpo_verl.verl_glue import registered
 
-    print(f"[gdpo-verl] verl registries in the driver: {registered()}", flush=True)
+        print(f"[gdpo-verl] verl registries in the driver: {registered()}", flush=True)
     os.environ["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
     from verl.trainer.main_ppo import run_ppo
 
@@ -261,11 +267,24 @@ def run(cfg: DictConfig) -> Path:
     else:
         from verl.trainer.main_ppo_v0 import TaskRunner as runner
     print(f"[gdpo-verl] {cfg.algorithm.adv_estimator} run -> {out}", flush=True)
+    names = list(cfg.algorithm.get("gdpo_reward_keys") or [])
+    follow = (
+        contextlib.nullcontext()
+        if verbose
+        else console.MetricsFollower(out / METRICS_FILE, names, cfg.trainer.get("total_training_steps"))
+    )
     try:
-        run_ppo(cfg, task_runner_class=runner)
+        with follow:
+            run_ppo(cfg, task_runner_class=runner)
+    except BaseException:
+        if not verbose:
+            print(console.failure_hint(cfg), flush=True)
+        raise
     finally:
         if ray.is_initialized():
             ray.shutdown()
+    if names:
+        print(console.reward_table(out / METRICS_FILE, names), flush=True)
     from gdpo_verl.tools.plot import plot_runs
 
     try:

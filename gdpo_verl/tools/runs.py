@@ -20,6 +20,15 @@ METRICS_FILE = "metrics.jsonl"
 TRAINING_STEP_KEY = "training/global_step"
 
 
+def parse_row(line: str | bytes) -> dict:
+    """One verl file-logger line -> ``{"step": n, **data}``; ValueError when it is not one."""
+    try:
+        record = json.loads(line)
+        return {**record["data"], "step": int(record["step"])}
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"not a verl file-logger line ({err})") from None
+
+
 def read_rows(path: str | Path) -> list[dict]:
     """Every line of a verl file-logger jsonl as ``{"step": n, **data}``; ValueError naming a bad line."""
     rows = []
@@ -28,10 +37,9 @@ def read_rows(path: str | Path) -> list[dict]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-                rows.append({**record["data"], "step": int(record["step"])})
-            except (ValueError, KeyError, TypeError) as err:
-                raise ValueError(f"{path}:{number}: not a verl file-logger line ({err})") from None
+                rows.append(parse_row(line))
+            except ValueError as err:
+                raise ValueError(f"{path}:{number}: {err}") from None
     return rows
 
 

@@ -1,0 +1,206 @@
+"""The training console: quiet by default, everything with ``launch.verbose=true``.
+
+By default ``python -m gdpo_verl.main`` shows a progress bar, one line per training step (seconds per step and
+the per-reward batch means ``gdpo/<name>/mean``), one line per validation, and a final per-reward table. It
+touches no verl or Ray source; it uses their own switches:
+
+* Ray's ``ray.init(log_to_driver=False)`` (``ray_kwargs.ray_init.log_to_driver``): the output of every Ray
+  worker (verl's TaskRunner and trainer, the rollout, reward and TransferQueue workers: per-worker warnings,
+  verl's console logger, its pretty-printed validation dicts) stays in Ray's session log files
+  (``/tmp/ray/session_latest/logs`` unless ``ray_init._temp_dir`` says otherwise) instead of the terminal;
+  ``ray_init.logging_level=warning`` keeps Ray's own start-up notes out of the driver's console;
+* ``VERL_LOGGING_LEVEL=WARN`` in the workers' environment (verl's own variable) trims those log files;
+* the driver follows verl's file logger (``metrics.jsonl``, ``trainer.logger`` keeps ``file``) as it grows and
+  prints the step lines itself (:class:`MetricsFollower`), so nothing is parsed from worker output.
+
+An error still reaches the console: the TaskRunner's exception comes back through ``ray.get`` with its traceback,
+and :func:`failure_hint` names the log folder. ``launch.verbose=true`` leaves Ray's and verl's settings as they
+are (every worker's output in the terminal, verl's console logger), and the step lines are not printed twice.
+
+Use: ``quiet_settings(cfg)`` before Ray starts, then ``with MetricsFollower(path, names, total): run_ppo(...)``,
+then ``print(reward_table(path, names))``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from gdpo_verl.tools.runs import TRAINING_STEP_KEY, parse_row, read_rows
+
+QUIET_WORKER_ENV = {"VERL_LOGGING_LEVEL": "WARN"}
+STEP_TIME_KEY = "timing_s/step"
+VAL_MEAN = re.compile(r"^val-(?:core|aux)/[^/]+/(?P<name>[^/]+)/mean@(?P<n>\d+)$")
+
+
+def is_verbose(cfg: DictConfig) -> bool:
+    """``launch.verbose`` (default false)."""
+    value = cfg.launch.get("verbose", False)
+    if not isinstance(value, bool):
+        raise ValueError(f"launch.verbose must be true or false, got {value!r}")
+    return value
+
+
+def quiet_settings(cfg: DictConfig) -> None:
+    """Unless ``launch.verbose``: worker output to Ray's log files, Ray's driver notes at WARNING, verl's
+    loggers at WARN in every worker, and verl's file logger on (the console's step lines are read from it).
+
+    Values the config already sets for these keys are kept (the user's choice wins)."""
+    if is_verbose(cfg):
+        return
+    with open_dict(cfg):
+        ray_init = cfg.ray_kwargs.ray_init
+        for key, value in {"log_to_driver": False, "logging_level": "warning"}.items():
+            if ray_init.get(key) is None:
+                ray_init[key] = value
+        for key, value in QUIET_WORKER_ENV.items():  # DictConfig.setdefault returns the default, not the node
+            if OmegaConf.select(ray_init, f"runtime_env.env_vars.{key}") is None:
+                OmegaConf.update(ray_init, f"runtime_env.env_vars.{key}", value, force_add=True)
+        loggers = cfg.trainer.logger
+        loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
+        if "file" not in loggers:
+            cfg.trainer.logger = [*loggers, "file"]
+
+
+def _mean_of(row: dict, key: str) -> float | None:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _val_means(row: dict, names: Sequence[str]) -> dict[str, float]:
+    """``{name: value}`` from a row's ``val-{core,aux}/<source>/<name>/mean@<n>`` (verl's validation metrics):
+    the largest n (all samples), the first data source that has it."""
+    found: dict[str, tuple[int, float]] = {}
+    for key in row:
+        match = VAL_MEAN.match(key)
+        value = _mean_of(row, key) if match and match["name"] in names else None
+        if value is not None and int(match["n"]) > found.get(match["name"], (0, 0.0))[0]:
+            found[match["name"]] = (int(match["n"]), value)
+    return {name: value for name, (_, value) in found.items()}
+
+
+def _pairs(means: dict[str, float | None], names: Sequence[str]) -> str:
+    return "  ".join(f"{n} {means[n]:.3f}" if means.get(n) is not None else f"{n} -" for n in names)
+
+
+def step_line(row: dict, names: Sequence[str], total: int | None) -> str:
+    """One training row -> ``step 3/30  4.81 s/step  format 0.531  correctness 0.250``."""
+    step = row["step"]
+    seconds = _mean_of(row, STEP_TIME_KEY)
+    timing = f"{seconds:.2f} s/step" if seconds is not None else "- s/step"
+    of = f"/{total}" if total else ""
+    return f"step {step}{of}  {timing}  {_pairs({n: _mean_of(row, f'gdpo/{n}/mean') for n in names}, names)}"
+
+
+def validation_line(row: dict, names: Sequence[str]) -> str | None:
+    """A row carrying validation means -> ``validation at step 10  format 1.000 ...``; None when it has none."""
+    means = _val_means(row, names)
+    if not means:
+        return None
+    return f"validation at step {row['step']}  {_pairs(means, names)}"
+
+
+def row_lines(row: dict, names: Sequence[str], total: int | None) -> list[str]:
+    """The console lines of one metrics row (a training step, a validation, or both)."""
+    lines = [step_line(row, names, total)] if TRAINING_STEP_KEY in row else []
+    val = validation_line(row, names)
+    return [*lines, val] if val else lines
+
+
+class MetricsFollower:
+    """Follows verl's ``metrics.jsonl`` while training runs; prints each new row's lines above a progress bar.
+
+    A context manager: a background thread polls the file every ``poll_s`` seconds and reads only complete lines
+    (verl writes each row with one unbuffered write); leaving the block stops it and prints what is left.
+    """
+
+    def __init__(self, path: str | Path, names: Sequence[str], total: int | None, poll_s: float = 0.5, file=None):
+        self.path, self.names, self.total, self.poll_s = Path(path), list(names), total, poll_s
+        self.file = file if file is not None else sys.stderr
+        self._offset = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gdpo-metrics-follower", daemon=True)
+        self._bar = None
+
+    def __enter__(self) -> MetricsFollower:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=self.total, desc="training", unit="step", file=self.file, dynamic_ncols=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._drain()
+        self._bar.close()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self._drain()
+
+    def _drain(self) -> None:
+        if not self.path.is_file():
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            chunk = f.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        for line in complete.splitlines():
+            try:
+                row = parse_row(line)
+            except ValueError:
+                continue  # not a verl file-logger row: skipped here; tools.runs names it when the run is read back
+            for text in row_lines(row, self.names, self.total):
+                self._bar.write(text, file=self.file)
+            if TRAINING_STEP_KEY in row:
+                self._bar.update(1)
+
+
+def reward_table(path: str | Path, names: Sequence[str]) -> str:
+    """Per reward: the batch mean at the first and the last training step, and the first and last validation.
+
+    Columns: reward | train first | train last | val first | val last (``-`` where nothing was logged)."""
+    rows = read_rows(path) if Path(path).is_file() else []
+    train = [r for r in rows if TRAINING_STEP_KEY in r]
+    vals = [(r["step"], _val_means(r, names)) for r in rows]
+    vals = [(s, m) for s, m in vals if m]
+
+    def fmt(value: float | None) -> str:
+        return f"{value:.3f}" if value is not None else "-"
+
+    header = ["reward", "train first", "train last", "val first", "val last"]
+    if train:
+        header[1:3] = [f"train step {train[0]['step']}", f"train step {train[-1]['step']}"]
+    if vals:
+        header[3:5] = [f"val step {vals[0][0]}", f"val step {vals[-1][0]}"]
+    body = [
+        [
+            n,
+            fmt(_mean_of(train[0], f"gdpo/{n}/mean") if train else None),
+            fmt(_mean_of(train[-1], f"gdpo/{n}/mean") if train else None),
+            fmt(vals[0][1].get(n) if vals else None),
+            fmt(vals[-1][1].get(n) if vals else None),
+        ]
+        for n in names
+    ]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in [header, *body])
+
+
+def failure_hint(cfg: DictConfig) -> str:
+    """The line printed when a quiet run fails: where the workers' output went and how to see it here."""
+    temp_dir = cfg.ray_kwargs.ray_init.get("_temp_dir") or "/tmp/ray"
+    return (
+        f"[gdpo-verl] the run failed; the workers' output is in {temp_dir}/session_latest/logs (Ray's session "
+        "logs); rerun with launch.verbose=true to see it in the terminal"
+    )
