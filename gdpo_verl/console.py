@@ -13,6 +13,9 @@ touches no verl or Ray source; it uses their own switches:
 * the driver follows verl's file logger (``metrics.jsonl``, ``trainer.logger`` keeps ``file``) as it grows and
   prints the step lines itself (:class:`MetricsFollower`), so nothing is parsed from worker output.
 
+After :data:`NO_SIGNAL_STEPS` consecutive steps in which no reward varies inside any group
+(``gdpo/learning_signal_frac == 0``: every advantage is 0), a loud warning names the likely causes, in both modes.
+
 An error still reaches the console: the TaskRunner's exception comes back through ``ray.get`` with its traceback,
 and :func:`failure_hint` names the log folder. ``launch.verbose=true`` leaves Ray's and verl's settings as they
 are (every worker's output in the terminal, verl's console logger), and the step lines are not printed twice.
@@ -35,6 +38,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from gdpo_verl.tools.runs import TRAINING_STEP_KEY, parse_row, read_rows
 
 QUIET_WORKER_ENV = {"VERL_LOGGING_LEVEL": "WARN"}
+SIGNAL_KEY = "gdpo/learning_signal_frac"
+NO_SIGNAL_STEPS = 3  # consecutive training steps without any varying component before the warning
 STEP_TIME_KEY = "timing_s/step"
 VAL_MEAN = re.compile(r"^val-(?:core|aux)/[^/]+/(?P<name>[^/]+)/mean@(?P<n>\d+)$")
 
@@ -115,17 +120,34 @@ def row_lines(row: dict, names: Sequence[str], total: int | None) -> list[str]:
     return [*lines, val] if val else lines
 
 
+def no_signal_warning(steps: int, row: dict, names: Sequence[str]) -> str:
+    """The loud line printed when ``steps`` consecutive steps had no varying component in any group."""
+    means = _pairs({n: _mean_of(row, f"gdpo/{n}/mean") for n in names}, names)
+    return (
+        f"[gdpo-verl] WARNING: no learning signal for {steps} consecutive steps (up to step {row['step']}): every "
+        f"reward is constant inside every group ({SIGNAL_KEY}=0), so every advantage is 0 and the policy does not "
+        f"change. Batch means: {means}. Likely causes: the rewards are all equal (look at a few scored responses: "
+        "trainer.rollout_data_dir=DIR); prompts or responses cut (data.max_prompt_length, data.max_response_length; "
+        "launch.dry_run=true shows the prompt lengths); a model too small or untrained for the task's format"
+    )
+
+
 class MetricsFollower:
     """Follows verl's ``metrics.jsonl`` while training runs; prints each new row's lines above a progress bar.
 
     A context manager: a background thread polls the file every ``poll_s`` seconds and reads only complete lines
     (verl writes each row with one unbuffered write); leaving the block stops it and prints what is left.
+    ``steps=False`` (``launch.verbose=true``: verl prints its own lines) keeps only the no-signal warning: after
+    :data:`NO_SIGNAL_STEPS` consecutive training steps with ``gdpo/learning_signal_frac == 0``, once per streak.
     """
 
-    def __init__(self, path: str | Path, names: Sequence[str], total: int | None, poll_s: float = 0.5, file=None):
-        self.path, self.names, self.total, self.poll_s = Path(path), list(names), total, poll_s
+    def __init__(
+        self, path: str | Path, names: Sequence[str], total: int | None, poll_s: float = 0.5, file=None, steps=True
+    ):
+        self.path, self.names, self.total, self.poll_s, self.steps = Path(path), list(names), total, poll_s, steps
         self.file = file if file is not None else sys.stderr
         self._offset = 0
+        self._silent_steps = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gdpo-metrics-follower", daemon=True)
         self._bar = None
@@ -133,7 +155,9 @@ class MetricsFollower:
     def __enter__(self) -> MetricsFollower:
         from tqdm import tqdm
 
-        self._bar = tqdm(total=self.total, desc="training", unit="step", file=self.file, dynamic_ncols=True)
+        self._bar = tqdm(
+            total=self.total, desc="training", unit="step", file=self.file, dynamic_ncols=True, disable=not self.steps
+        )
         self._thread.start()
         return self
 
@@ -142,6 +166,20 @@ class MetricsFollower:
         self._thread.join()
         self._drain()
         self._bar.close()
+
+    def _write(self, text: str) -> None:
+        if self.steps:
+            self._bar.write(text, file=self.file)
+        else:
+            print(text, file=self.file, flush=True)
+
+    def _watch_signal(self, row: dict) -> None:
+        signal = _mean_of(row, SIGNAL_KEY)
+        if signal is None:
+            return
+        self._silent_steps = self._silent_steps + 1 if signal == 0.0 else 0
+        if self._silent_steps == NO_SIGNAL_STEPS:
+            self._write(no_signal_warning(NO_SIGNAL_STEPS, row, self.names))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_s):
@@ -160,10 +198,12 @@ class MetricsFollower:
                 row = parse_row(line)
             except ValueError:
                 continue  # not a verl file-logger row: skipped here; tools.runs names it when the run is read back
-            for text in row_lines(row, self.names, self.total):
-                self._bar.write(text, file=self.file)
+            if self.steps:
+                for text in row_lines(row, self.names, self.total):
+                    self._write(text)
             if TRAINING_STEP_KEY in row:
                 self._bar.update(1)
+                self._watch_signal(row)
 
 
 def reward_table(path: str | Path, names: Sequence[str]) -> str:

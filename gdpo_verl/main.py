@@ -22,7 +22,6 @@ cleanly one after another.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -192,7 +191,7 @@ def _first_rows(files, n: int) -> list[dict]:
     if not path.is_file():
         raise ValueError(
             f"data.train_files: {path} does not exist, so the reward functions cannot be probed on it. Prepare the "
-            "data first (python -m data_prep.<task>) or set launch.probe_rewards=false"
+            "data first (python -m gdpo_verl.data_prep.<task>) or set launch.probe_rewards=false"
         )
     batch = next(pq.ParquetFile(path).iter_batches(batch_size=n), None)
     return batch.to_pylist() if batch is not None else []
@@ -283,9 +282,7 @@ def run(cfg: DictConfig) -> Path:
         from verl.trainer.main_ppo_v0 import TaskRunner as runner
     print(f"[gdpo-verl] {cfg.algorithm.adv_estimator} run -> {out}", flush=True)
     names = list(cfg.algorithm.get("gdpo_reward_keys") or [])
-    follow = (
-        contextlib.nullcontext() if verbose else console.MetricsFollower(out / METRICS_FILE, names, preflight.steps)
-    )
+    follow = console.MetricsFollower(out / METRICS_FILE, names, preflight.steps, steps=not verbose)
     try:
         with follow:
             run_ppo(cfg, task_runner_class=runner)

@@ -143,6 +143,39 @@ def test_failure_hint_names_the_log_folder():
     assert "/scratch/ray/session_latest/logs" in console.failure_hint(cfg)
 
 
+def test_learning_signal_frac_counts_groups_where_any_component_varies():
+    import torch
+
+    from gdpo_verl.core.metrics import step_metrics
+
+    nan = float("nan")
+    scores = torch.tensor(
+        [[1.0, 0.0], [1.0, 1.0],  # group a: the second component varies -> signal
+         [0.0, 1.0], [0.0, 1.0],  # group b: both constant -> none
+         [1.0, nan], [0.0, nan],  # group c: the first varies, the second abstains -> signal
+         [1.0, 1.0]],             # group d: one response -> not counted
+    )  # fmt: skip
+    uids = ["a", "a", "b", "b", "c", "c", "d"]
+    assert step_metrics(scores, uids, NAMES, [1.0, 1.0])["gdpo/learning_signal_frac"] == pytest.approx(2 / 3)
+    flat = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    assert step_metrics(flat, ["a", "a", "b", "b"], NAMES, [1.0, 1.0])["gdpo/learning_signal_frac"] == 0.0
+
+
+def test_no_signal_warning_after_consecutive_silent_steps_once_per_streak(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    signals = [0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.2, 0.0, 0.0, 0.0]  # streaks of 2, 5 and 3
+    path.write_bytes(b"".join(_row(i + 1, **_train(i + 1, 0.0, 0.0), **{console.SIGNAL_KEY: v})
+                              for i, v in enumerate(signals)))  # fmt: skip
+    for steps in (True, False):  # quiet console, and launch.verbose=true (warning only)
+        out = io.StringIO()
+        with console.MetricsFollower(path, NAMES, total=len(signals), poll_s=0.01, file=out, steps=steps):
+            pass
+        warnings = [line for line in out.getvalue().splitlines() if "WARNING: no learning signal" in line]
+        assert [w.split("up to step ")[1].split(")")[0] for w in warnings] == ["6", "12"]
+        assert "format 0.000  correctness 0.000" in warnings[0] and "data.max_prompt_length" in warnings[0]
+        assert ("step 1/12" in out.getvalue()) is steps
+
+
 # ------------------------------------------------------------------------------------------ end to end (slow)
 
 QUIET_MAX_LINES = 40  # one screen, plus one line per step
