@@ -8,18 +8,19 @@ Sources: local files (``.parquet``, ``.jsonl`` or ``.json`` with ``question`` an
 with ``--train-file`` and ``--test-file``; without them the Hugging Face dataset ``openai/gsm8k`` (config
 ``main``) is downloaded with ``datasets`` (needs network). Malformed records (a missing or empty field, an
 answer without ``####`` or with nothing after it) are counted by reason; the run fails unless
-``--skip-bad`` drops them. Run from the repository root:
+``--skip-bad`` drops them. Run from any directory (shipped in the package as ``gdpo_verl.data_prep``):
 
-    python -m data_prep.gsm8k                                        # download -> ~/data/gdpo/gsm8k/
-    python -m data_prep.gsm8k --train-file train.jsonl --test-file test.jsonl --out data/gsm8k
+    python -m gdpo_verl.data_prep.gsm8k                                        # download -> ~/data/gdpo/gsm8k/
+    python -m gdpo_verl.data_prep.gsm8k --train-file train.jsonl --test-file test.jsonl --out data/gsm8k
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from data_prep.common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT
+
+from .common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 
 TASK = "gsm8k"
 DATA_SOURCE = "openai/gsm8k"

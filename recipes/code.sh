@@ -4,5 +4,5 @@
 #   recipes/code.sh gdpo
 #   recipes/code.sh grpo trainer.total_epochs=1
 #   recipes/code.sh gdpo -m seed=0,1,2   (both methods: python -m gdpo_verl.main --config-name code -m method=gdpo,grpo seed=0,1,2)
-# Needs the data first: python -m data_prep.eurus_code
+# Needs the data first: python -m gdpo_verl.data_prep.eurus_code
 exec "$(dirname "$0")/launch.sh" code "$@"

@@ -4,5 +4,5 @@
 #   recipes/deepscaler.sh gdpo
 #   recipes/deepscaler.sh grpo trainer.total_epochs=1
 #   recipes/deepscaler.sh gdpo -m seed=0,1,2   (both methods: python -m gdpo_verl.main --config-name deepscaler -m method=gdpo,grpo seed=0,1,2)
-# Needs the data first: python -m data_prep.deepscaler
+# Needs the data first: python -m gdpo_verl.data_prep.deepscaler
 exec "$(dirname "$0")/launch.sh" deepscaler "$@"

@@ -4,5 +4,5 @@
 #   recipes/gsm8k.sh gdpo
 #   recipes/gsm8k.sh grpo trainer.total_epochs=1
 #   recipes/gsm8k.sh gdpo -m seed=0,1,2   (both methods: python -m gdpo_verl.main --config-name gsm8k -m method=gdpo,grpo seed=0,1,2)
-# Needs the data first: python -m data_prep.gsm8k
+# Needs the data first: python -m gdpo_verl.data_prep.gsm8k
 exec "$(dirname "$0")/launch.sh" gsm8k "$@"
