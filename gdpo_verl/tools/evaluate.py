@@ -40,6 +40,7 @@ import argparse
 import csv
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -128,11 +129,56 @@ TASKS: dict[str, Task] = {
 }
 
 
+def run_checkpoint_dir(run: Path) -> Path | None:
+    """Where a ``gdpo_verl.main`` run directory's checkpoints went: ``trainer.default_local_dir`` of its saved Hydra
+    config (``${oc.env:GDPO_CKPT,...}`` resolved now; a relative ``checkpoints/...`` lands in the run directory).
+    None when ``run`` holds no saved config."""
+    from omegaconf import OmegaConf
+
+    saved = run / ".hydra" / "config.yaml"
+    if not saved.is_file():
+        return None
+    cfg = OmegaConf.load(saved)
+    try:
+        where = str(OmegaConf.select(cfg, "trainer.default_local_dir", throw_on_resolution_failure=True) or "")
+    except Exception:  # a resolver this process lacks: the directory cannot be told
+        return None
+    if not where:
+        return None
+    return run / "checkpoints" if where.startswith("checkpoints/") else Path(where).expanduser()
+
+
+def _no_checkpoint_error(checkpoint: str, run: Path) -> ValueError:
+    where = run_checkpoint_dir(run)
+    saved = (
+        f"its checkpoints go to {where} (trainer.default_local_dir), which holds no global_step_* folder"
+        if where
+        else "it holds no checkpoint"
+    )
+    return ValueError(
+        f"{checkpoint} is a training run directory, but {saved}. verl saves one every trainer.save_freq steps (the "
+        "demo's default -1 saves none): train with trainer.save_freq=N and "
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model], then pass the run "
+        "directory or its checkpoint folder"
+    )
+
+
 def find_model(checkpoint: str) -> str:
-    """The Hugging Face model directory (or hub name) of a checkpoint argument; ValueError when it has no weights."""
-    path = Path(checkpoint)
+    """The Hugging Face model directory (or hub name) of a checkpoint argument; ValueError when it has no weights.
+
+    A ``gdpo_verl.main`` run directory leads to its checkpoint folder (``trainer.default_local_dir``, e.g. under
+    ``$GDPO_CKPT``); a local-looking path that does not exist is an error, not a hub lookup."""
+    from gdpo_verl.preflight import looks_local
+
+    path = Path(checkpoint).expanduser()
     if not path.exists():
+        if looks_local(checkpoint):
+            raise ValueError(f"{checkpoint}: no such directory (give a checkpoint folder, a run folder or a hub name)")
         return checkpoint  # a hub name: transformers (or vLLM) resolves it
+    if (path / ".hydra" / "config.yaml").is_file():  # a run directory: follow it to where its checkpoints went
+        where = run_checkpoint_dir(path)
+        if where is not None and where.is_dir() and where != path:
+            path = where
     if (path / "config.json").is_file() and _has_weights(path):
         return str(path)
     for root in (path, path / "checkpoints"):
@@ -152,6 +198,9 @@ def find_model(checkpoint: str) -> str:
                 "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model], or merge: "
                 f"python -m verl.model_merger merge --backend fsdp --local_dir {candidate.parent} --target_dir OUT"
             )
+    run = Path(checkpoint).expanduser()
+    if (run / ".hydra" / "config.yaml").is_file() or (run / "metrics.jsonl").is_file():
+        raise _no_checkpoint_error(checkpoint, run)
     raise ValueError(f"{checkpoint}: neither a Hugging Face model directory nor a verl checkpoint directory")
 
 
@@ -208,12 +257,44 @@ def generate(
     return hf_generate(model, tokenizer, prompts, max_new_tokens, temperature, samples, seed, batch_size, progress=True)
 
 
+def score_each(task: Task, generations: Sequence[Generation], truths: Sequence[str], budget: int) -> list[dict]:
+    """Each response's metrics (``samples`` consecutive responses per ground truth)."""
+    samples = len(generations) // max(1, len(truths))
+    return [task.score(g, truths[i // samples], budget) for i, g in enumerate(generations)]
+
+
 def score(task: Task, generations: Sequence[Generation], truths: Sequence[str], budget: int) -> dict[str, float]:
     """Percent of responses per metric (``samples`` consecutive responses per ground truth), plus ``n``."""
-    samples = len(generations) // max(1, len(truths))
-    per = [task.score(g, truths[i // samples], budget) for i, g in enumerate(generations)]
+    return aggregate(task, score_each(task, generations, truths, budget))
+
+
+def aggregate(task: Task, per: Sequence[dict]) -> dict[str, float]:
+    """Per-response metrics -> percent of responses per metric, plus ``n``."""
     result = {m: 100.0 * sum(p[m] for p in per) / len(per) if per else math.nan for m in task.metrics}
     return {**result, "n": float(len(per))}
+
+
+def save_generations(path: Path, prompts, truths, generations: Sequence[Generation], per: Sequence[dict]) -> Path:
+    """One JSON line per response: problem index, sample index, the prompt's last message, ground truth, response
+    text, its token count and its metrics (``--save-generations``: what was scored, to inspect a surprising
+    result)."""
+    import json
+
+    samples = len(generations) // max(1, len(truths))
+    with open(path, "w", encoding="utf-8") as f:
+        for i, (g, metrics) in enumerate(zip(generations, per)):
+            problem = i // samples
+            record = {
+                "problem": problem,
+                "sample": i % samples,
+                "prompt": prompts[problem][-1].get("content") if prompts[problem] else None,
+                "ground_truth": truths[problem] if isinstance(truths[problem], str) else str(truths[problem]),
+                "response": g.text,
+                "tokens": g.tokens,
+                "metrics": metrics,
+            }
+            f.write(json.dumps(record) + "\n")
+    return path
 
 
 def tables(task: Task, labels: Sequence[str], results: Sequence[dict[str, float]]) -> tuple[str, list[list[str]]]:
@@ -265,24 +346,33 @@ def evaluate(
     batch_size: int = 16,
     max_new_tokens: int | None = None,
     length_budget: int = 4000,
+    keep_generations: bool = False,
 ) -> tuple[list[str], list[dict[str, float]], str]:
-    """Score every checkpoint; write the tables and the chart when ``out_dir`` is given. Returns (labels, results,
-    markdown)."""
+    """Score every checkpoint; write the tables and the chart when ``out_dir`` is given (and, with
+    ``keep_generations``, ``generations-<i>-<label>.jsonl`` per checkpoint). Returns (labels, results, markdown)."""
     task = TASKS[check_choice("--task", task_name, tuple(TASKS))]
     check_choice("--backend", backend, BACKENDS)
     if samples < 1 or temperature < 0 or (temperature == 0 and samples > 1):
         raise ValueError(f"--samples {samples} --temperature {temperature}: samples >= 1, and > 1 only when sampling")
     if labels and len(labels) != len(checkpoints):
         raise ValueError(f"give one --label per checkpoint ({len(checkpoints)}), got {len(labels)}")
+    if keep_generations and out_dir is None:
+        raise ValueError("--save-generations needs an output folder (--out)")
     labels = list(labels) if labels else [checkpoint_label(c) for c in checkpoints]
+    models = [find_model(c) for c in checkpoints]  # every checkpoint resolved before the first one generates
     prompts, truths = load_rows(data, limit)
     results = []
-    for checkpoint, label in zip(checkpoints, labels):
+    for i, (checkpoint, label, model) in enumerate(zip(checkpoints, labels, models)):
         print(f"[evaluate] {label}: {len(prompts)} prompts x {samples} from {checkpoint}", file=sys.stderr)
-        model = find_model(checkpoint)
         budget = max_new_tokens or task.max_new_tokens
         generations = generate(model, prompts, budget, temperature, samples, seed, backend, batch_size)
-        results.append(score(task, generations, truths, length_budget))
+        per = score_each(task, generations, truths, length_budget)
+        results.append(aggregate(task, per))
+        if keep_generations:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            name = re.sub(r"[^A-Za-z0-9._-]+", "_", label)
+            kept = save_generations(Path(out_dir) / f"generations-{i}-{name}.jsonl", prompts, truths, generations, per)
+            print(f"[evaluate] {label}: responses and their metrics in {kept}", file=sys.stderr)
     markdown, csv_rows = tables(task, labels, results)
     if out_dir is not None:
         out = Path(out_dir)
@@ -323,6 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=16, help="HF generate: rows per batch")
     parser.add_argument("--max-new-tokens", type=int, help="default: the recipe's max_response_length")
     parser.add_argument("--length-budget", type=int, default=4000, help="deepscaler over_length budget (tokens)")
+    parser.add_argument("--save-generations", action="store_true",
+                        help="write every response with its metrics to OUT/generations-<i>-<label>.jsonl")  # fmt: skip
     return parser
 
 
@@ -351,6 +443,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         batch_size=args.batch_size,
         max_new_tokens=args.max_new_tokens,
         length_budget=args.length_budget,
+        keep_generations=args.save_generations,
     )
     print(markdown)
 
