@@ -8,7 +8,7 @@ touches no verl or Ray source; it uses their own switches:
   worker (verl's TaskRunner and trainer, the rollout, reward and TransferQueue workers: per-worker warnings,
   verl's console logger, its pretty-printed validation dicts) stays in Ray's session log files
   (``/tmp/ray/session_latest/logs`` unless ``ray_init._temp_dir`` says otherwise) instead of the terminal;
-  ``ray_init.logging_level=warning`` keeps Ray's own start-up notes out of the driver's console;
+  ``ray_init.logging_level=error`` keeps Ray's own start-up notes out of the driver's console;
 * ``VERL_LOGGING_LEVEL=WARN`` in the workers' environment (verl's own variable) trims those log files;
 * the driver follows verl's file logger (``metrics.jsonl``, ``trainer.logger`` keeps ``file``) as it grows and
   prints the step lines itself (:class:`MetricsFollower`), so nothing is parsed from worker output.
@@ -52,8 +52,40 @@ def is_verbose(cfg: DictConfig) -> bool:
     return value
 
 
+#: the driver's own start-up warnings that say nothing to a user (verl's optional engines, the critic note)
+DRIVER_WARNINGS = (r".* engine is not available", r"Disabled critic as algorithm.adv_estimator")
+
+
+def verbose_in_argv(argv: Sequence[str]) -> bool:
+    """``launch.verbose=true`` among command-line overrides (``+``/``++`` prefixes and any case of true)."""
+    return any(a.lstrip("+").partition("=")[::2] == ("launch.verbose", "true") for a in (x.lower() for x in argv))
+
+
+def quiet_imports(argv: Sequence[str]) -> None:
+    """Before Hydra composes the config (which imports verl: ``pkg://verl.trainer.config``), unless
+    ``launch.verbose=true`` is on the command line: verl's loggers at ERROR in the driver (``VERL_LOGGING_LEVEL``,
+    unless set) and Python warnings filters for :data:`DRIVER_WARNINGS`. (``launch.verbose: true`` in a YAML file
+    is read only after these imports: it restores everything else.)"""
+    if verbose_in_argv(argv):
+        return
+    import os
+    import warnings
+
+    os.environ.setdefault("VERL_LOGGING_LEVEL", "ERROR")
+    for message in DRIVER_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=UserWarning)
+
+
+def quiet_driver(cfg: DictConfig) -> None:
+    """Unless ``launch.verbose``: the root logger at WARNING in the driver (Hydra's job logging sets INFO)."""
+    if not is_verbose(cfg):
+        import logging
+
+        logging.getLogger().setLevel(logging.WARNING)
+
+
 def quiet_settings(cfg: DictConfig) -> None:
-    """Unless ``launch.verbose``: worker output to Ray's log files, Ray's driver notes at WARNING, verl's
+    """Unless ``launch.verbose``: worker output to Ray's log files, Ray's driver notes at ERROR, verl's
     loggers at WARN in every worker, and verl's file logger on (the console's step lines are read from it).
 
     Values the config already sets for these keys are kept (the user's choice wins)."""
@@ -61,7 +93,7 @@ def quiet_settings(cfg: DictConfig) -> None:
         return
     with open_dict(cfg):
         ray_init = cfg.ray_kwargs.ray_init
-        for key, value in {"log_to_driver": False, "logging_level": "warning"}.items():
+        for key, value in {"log_to_driver": False, "logging_level": "error"}.items():
             if ray_init.get(key) is None:
                 ray_init[key] = value
         for key, value in QUIET_WORKER_ENV.items():  # DictConfig.setdefault returns the default, not the node
@@ -153,11 +185,6 @@ class MetricsFollower:
         self._bar = None
 
     def __enter__(self) -> MetricsFollower:
-        from tqdm import tqdm
-
-        self._bar = tqdm(
-            total=self.total, desc="training", unit="step", file=self.file, dynamic_ncols=True, disable=not self.steps
-        )
         self._thread.start()
         return self
 
@@ -165,10 +192,21 @@ class MetricsFollower:
         self._stop.set()
         self._thread.join()
         self._drain()
-        self._bar.close()
+        if self._bar is not None:
+            self._bar.close()
+
+    def _step_done(self) -> None:
+        """Advance the progress bar, drawn from the first step on (not over Ray's and verl's start-up lines)."""
+        if not self.steps:
+            return
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, desc="training", unit="step", file=self.file, dynamic_ncols=True)
+        self._bar.update(1)
 
     def _write(self, text: str) -> None:
-        if self.steps:
+        if self._bar is not None:
             self._bar.write(text, file=self.file)
         else:
             print(text, file=self.file, flush=True)
@@ -202,7 +240,7 @@ class MetricsFollower:
                 for text in row_lines(row, self.names, self.total):
                     self._write(text)
             if TRAINING_STEP_KEY in row:
-                self._bar.update(1)
+                self._step_done()
                 self._watch_signal(row)
 
 

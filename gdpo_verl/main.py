@@ -327,6 +327,9 @@ def forget_hydra_dir() -> None:
 
 @hydra.main(config_path="pkg://gdpo_verl.recipes", config_name="demo", version_base=None)
 def main(cfg: DictConfig) -> None:
+    from gdpo_verl.console import quiet_driver
+
+    quiet_driver(cfg)
     cfg = with_device_preset(cfg)
     run(cfg)
     if cfg.launch.dry_run:
@@ -402,4 +405,7 @@ if __name__ == "__main__":
     if any(arg in ("--help", "-h") for arg in sys.argv[1:]):  # before Hydra, which composes the config first
         print(usage())
         sys.exit(0)
+    from gdpo_verl.console import quiet_imports
+
+    quiet_imports(sys.argv[1:])
     main()

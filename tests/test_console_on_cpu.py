@@ -55,7 +55,7 @@ def test_quiet_settings_use_ray_and_verl_switches_and_keep_the_users_values():
     cfg = _cfg()
     console.quiet_settings(cfg)
     ray_init = cfg.ray_kwargs.ray_init
-    assert ray_init.log_to_driver is False and ray_init.logging_level == "warning"
+    assert ray_init.log_to_driver is False and ray_init.logging_level == "error"
     assert ray_init.runtime_env.env_vars.VERL_LOGGING_LEVEL == "WARN"
     assert list(cfg.trainer.logger) == ["console", "file"]  # the step lines are read from verl's file logger
     mine = _cfg()
@@ -70,6 +70,15 @@ def test_verbose_leaves_everything_as_verl_has_it():
     before = OmegaConf.to_container(cfg)
     console.quiet_settings(cfg)
     assert OmegaConf.to_container(cfg) == before
+
+
+@pytest.mark.parametrize(
+    "argv, verbose",
+    [([], False), (["launch.verbose=true"], True), (["++launch.verbose=True"], True), (["launch.verbose=false"], False),
+     (["trainer.launch.verbose=true"], False), (["launch.verbose_x=true"], False)],
+)  # fmt: skip
+def test_verbose_on_the_command_line(argv, verbose):
+    assert console.verbose_in_argv(["seed=1", *argv]) is verbose
 
 
 @pytest.mark.parametrize("bad", ["yes", 1, None])
