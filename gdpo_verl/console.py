@@ -41,7 +41,7 @@ QUIET_WORKER_ENV = {"VERL_LOGGING_LEVEL": "WARN"}
 SIGNAL_KEY = "gdpo/learning_signal_frac"
 NO_SIGNAL_STEPS = 3  # consecutive training steps without any varying component before the warning
 STEP_TIME_KEY = "timing_s/step"
-VAL_MEAN = re.compile(r"^val-(?:core|aux)/[^/]+/(?P<name>[^/]+)/mean@(?P<n>\d+)$")
+VAL_MEAN = re.compile(r"^val-(?:core|aux)/.+/(?P<name>[^/]+)/mean@(?P<n>\d+)$")  # data sources may hold "/"
 
 
 def is_verbose(cfg: DictConfig) -> bool:

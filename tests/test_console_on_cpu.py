@@ -38,7 +38,7 @@ def _train(step: int, fmt: float, corr: float, seconds: float = 4.5) -> dict:
 def _val(fmt: float, corr: float) -> dict:
     return {
         "val-core/toy/reward/mean@1": fmt + corr,
-        "val-aux/toy/format/mean@1": fmt,
+        "val-aux/gdpo_verl/toy/format/mean@1": fmt,  # a data source with a slash
         "val-aux/toy/correctness/mean@1": corr,
         "val-aux/toy/correctness/mean@4": corr / 2,  # more samples: the larger n wins
         "val-aux/toy/brevity/mean@1": 0.5,  # not a named reward: not shown
