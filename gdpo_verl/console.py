@@ -27,7 +27,6 @@ then ``print(reward_table(path, names))``.
 from __future__ import annotations
 
 import math
-import re
 import sys
 import threading
 from collections.abc import Sequence
@@ -35,13 +34,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from gdpo_verl.tools.runs import TRAINING_STEP_KEY, parse_row, read_rows
+from gdpo_verl.tools.runs import TRAINING_STEP_KEY, VAL_MEAN, parse_row, read_rows
 
 QUIET_WORKER_ENV = {"VERL_LOGGING_LEVEL": "WARN"}
 SIGNAL_KEY = "gdpo/learning_signal_frac"
 NO_SIGNAL_STEPS = 3  # consecutive training steps without any varying component before the warning
 STEP_TIME_KEY = "timing_s/step"
-VAL_MEAN = re.compile(r"^val-(?:core|aux)/.+/(?P<name>[^/]+)/mean@(?P<n>\d+)$")  # data sources may hold "/"
 
 
 def is_verbose(cfg: DictConfig) -> bool:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # components and the glue import verl: loaded when a job runs
 
 PLUGIN_MODULE = "gdpo_verl.plugin"
 METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"  # verl's tensorboard logger writes here, inside the run's output directory
 DEVICES = ("auto", "cpu", "gpu")
 
 
@@ -170,6 +171,7 @@ def prepare(cfg: DictConfig) -> tuple[Path, Preflight]:
         env = cfg.ray_kwargs.ray_init.setdefault("runtime_env", {}).setdefault("env_vars", {})
         env[EXTERNAL_MODULES_ENV] = with_external_modules(env.get(EXTERNAL_MODULES_ENV), PLUGIN_MODULE)
         env["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
+        env.setdefault("TENSORBOARD_DIR", str(out / TENSORBOARD_DIR))  # verl's default: tensorboard_log/ in the cwd
         if cfg.trainer.get("default_local_dir", "").startswith("checkpoints/"):
             cfg.trainer.default_local_dir = str(out / "checkpoints")
     spec = validate(cfg)
@@ -274,6 +276,7 @@ def run(cfg: DictConfig) -> Path:
 
         print(f"[gdpo-verl] verl registries in the driver: {registered()}", flush=True)
     os.environ["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
+    os.environ.setdefault("TENSORBOARD_DIR", str(out / TENSORBOARD_DIR))
     from verl.trainer.main_ppo import run_ppo
 
     if cfg.trainer.use_v1:

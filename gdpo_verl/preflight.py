@@ -127,7 +127,9 @@ def row_counts(key: str, files: Sequence[str]) -> tuple[tuple[str, int], ...]:
         if str(name).startswith(REMOTE_PREFIXES):
             continue
         if not path.is_file():
-            raise ValueError(f"{key}: {name} does not exist. Prepare the data first (python -m gdpo_verl.data_prep.<task>)")
+            raise ValueError(
+                f"{key}: {name} does not exist. Prepare the data first (python -m gdpo_verl.data_prep.<task>)"
+            )
         try:
             out.append((str(name), pq.ParquetFile(path).metadata.num_rows))
         except Exception as err:  # pyarrow raises several types for a file that is not parquet

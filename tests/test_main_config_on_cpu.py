@@ -146,6 +146,11 @@ def test_reward_probe_fails_before_ray_on_the_real_ground_truth(tmp_path, fn, ma
         prepare(cfg)
     ok = compose_cfg("demo", [comps.replace(fn, "fine"), f"launch.output_dir={tmp_path / 'out'}"])
     prepare(ok)  # the same config with a healthy function passes
+    env = ok.ray_kwargs.ray_init.runtime_env.env_vars  # verl's file and tensorboard loggers write into the run
+    assert (env.VERL_FILE_LOGGER_PATH, env.TENSORBOARD_DIR) == (
+        f"{tmp_path}/out/metrics.jsonl",
+        f"{tmp_path}/out/tensorboard",
+    )
     skipped = compose_cfg("demo", [comps, f"launch.output_dir={tmp_path / 'out'}", "launch.probe_rewards=false"])
     prepare(skipped)  # and the probe can be switched off
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -18,6 +19,8 @@ import numpy as np
 
 METRICS_FILE = "metrics.jsonl"
 TRAINING_STEP_KEY = "training/global_step"
+#: verl's validation means: ``val-{core,aux}/<data source, may hold "/">/<name>/mean@<samples>``
+VAL_MEAN = re.compile(r"^val-(?:core|aux)/(?P<source>.+)/(?P<name>[^/]+)/mean@(?P<n>\d+)$")
 
 
 def parse_row(line: str | bytes) -> dict:
