@@ -216,7 +216,7 @@ def test_launch_script(task, tmp_path):
     assert usage.returncode == 2 and "gdpo|grpo" in usage.stderr
     env = {**os.environ, "GDPO_DATA": str(tmp_path)}  # no data there: the script says how to make it
     missing = subprocess.run([str(script), "gdpo"], capture_output=True, text=True, env=env)
-    assert missing.returncode == 1 and "python -m data_prep." in missing.stderr
+    assert missing.returncode == 1 and "python -m gdpo_verl.data_prep." in missing.stderr
     (tmp_path / task).mkdir()
     (tmp_path / task / "train.parquet").touch()  # data there: the launcher runs the recipe with the method
     env["PYTHON"] = "echo"
