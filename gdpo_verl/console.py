@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from gdpo_verl.tools.runs import TRAINING_STEP_KEY, VAL_MEAN, parse_row, read_rows
 
 QUIET_WORKER_ENV = {"VERL_LOGGING_LEVEL": "WARN"}
+QUIET_IMPORTS_ENV = "GDPO_VERL_QUIET_IMPORTS"  # marks a VERL_LOGGING_LEVEL that quiet_imports set
 SIGNAL_KEY = "gdpo/learning_signal_frac"
 NO_SIGNAL_STEPS = 3  # consecutive training steps without any varying component before the warning
 STEP_TIME_KEY = "timing_s/step"
@@ -69,17 +70,26 @@ def quiet_imports(argv: Sequence[str]) -> None:
     import os
     import warnings
 
-    os.environ.setdefault("VERL_LOGGING_LEVEL", "ERROR")
+    if "VERL_LOGGING_LEVEL" not in os.environ:
+        os.environ["VERL_LOGGING_LEVEL"] = "ERROR"
+        os.environ[QUIET_IMPORTS_ENV] = "1"  # set here, so quiet_driver takes it back under launch.verbose=true
     for message in DRIVER_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=UserWarning)
 
 
 def quiet_driver(cfg: DictConfig) -> None:
-    """Unless ``launch.verbose``: the root logger at WARNING in the driver (Hydra's job logging sets INFO)."""
-    if not is_verbose(cfg):
-        import logging
+    """Unless ``launch.verbose``: the root logger at WARNING in the driver (Hydra's job logging sets INFO).
+    With ``launch.verbose: true`` from a YAML file: the ``VERL_LOGGING_LEVEL`` that :func:`quiet_imports` set is
+    removed again, so Ray workers (which inherit the driver's environment) log as verl's defaults say."""
+    import os
 
-        logging.getLogger().setLevel(logging.WARNING)
+    if is_verbose(cfg):
+        if os.environ.pop(QUIET_IMPORTS_ENV, None):
+            os.environ.pop("VERL_LOGGING_LEVEL", None)
+        return
+    import logging
+
+    logging.getLogger().setLevel(logging.WARNING)
 
 
 def quiet_settings(cfg: DictConfig) -> None:

@@ -81,6 +81,21 @@ def test_verbose_on_the_command_line(argv, verbose):
     assert console.verbose_in_argv(["seed=1", *argv]) is verbose
 
 
+def test_quiet_imports_set_verl_level_unless_set_and_verbose_yaml_takes_it_back(monkeypatch):
+    monkeypatch.delenv("VERL_LOGGING_LEVEL", raising=False)
+    monkeypatch.delenv(console.QUIET_IMPORTS_ENV, raising=False)
+    console.quiet_imports(["launch.verbose=true"])
+    assert "VERL_LOGGING_LEVEL" not in os.environ
+    console.quiet_imports([])
+    assert os.environ["VERL_LOGGING_LEVEL"] == "ERROR"
+    console.quiet_driver(_cfg(verbose=True))  # launch.verbose: true in a YAML file, read after the imports
+    assert "VERL_LOGGING_LEVEL" not in os.environ and console.QUIET_IMPORTS_ENV not in os.environ
+    monkeypatch.setenv("VERL_LOGGING_LEVEL", "DEBUG")  # the user's own value is never touched
+    console.quiet_imports([])
+    console.quiet_driver(_cfg(verbose=True))
+    assert os.environ["VERL_LOGGING_LEVEL"] == "DEBUG"
+
+
 @pytest.mark.parametrize("bad", ["yes", 1, None])
 def test_verbose_must_be_a_bool(bad):
     with pytest.raises(ValueError, match=r"launch.verbose must be true or false, got"):
