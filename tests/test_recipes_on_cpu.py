@@ -159,7 +159,7 @@ def test_conditions_and_kwargs_reach_the_estimator():
 def test_sweep_points_get_distinct_experiment_names():
     # The sweep varies the method and the seed; both are in the experiment name (and so the paths).
     cfg = compose_recipe("toolcall", "grpo", ["seed=2"])
-    assert cfg.trainer.experiment_name == "qwen2.5-1.5b-grpo-seed2"
+    assert cfg.trainer.experiment_name == "toolcall-grpo-seed2"  # the task, not the model (which may be overridden)
     assert cfg.data.seed == 2 and cfg.actor_rollout_ref.rollout.seed == 2  # gdpo_trainer wires the seed
 
 
