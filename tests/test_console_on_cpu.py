@@ -206,6 +206,7 @@ QUIET_MAX_LINES = 40  # one screen, plus one line per step
 
 
 def _demo(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    tmp_path.mkdir(parents=True)
     env = {**os.environ, "RAY_DEDUP_LOGS": "1"}
     return subprocess.run(
         [sys.executable, "-m", "gdpo_verl.main", "trainer.total_training_steps=2", "trainer.test_freq=2",
