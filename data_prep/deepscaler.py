@@ -8,10 +8,10 @@ Sources: local files (``.parquet``, ``.jsonl`` or ``.json`` with ``problem`` and
 with ``--train-file`` and ``--test-file``; without them the Hugging Face datasets
 ``agentica-org/DeepScaleR-Preview-Dataset`` and ``HuggingFaceH4/aime_2024`` are downloaded with ``datasets``
 (needs network). Malformed records (a missing or empty problem or answer) are counted by reason; the run
-fails unless ``--skip-bad`` drops them. Run from the repository root:
+fails unless ``--skip-bad`` drops them. Run from any directory (shipped in the package as ``gdpo_verl.data_prep``):
 
-    python -m data_prep.deepscaler                                   # download -> ~/data/gdpo/deepscaler/
-    python -m data_prep.deepscaler --train-file dsr.parquet --test-file aime24.jsonl --out data/deepscaler
+    python -m gdpo_verl.data_prep.deepscaler                                   # download -> ~/data/gdpo/deepscaler/
+    python -m gdpo_verl.data_prep.deepscaler --train-file dsr.parquet --test-file aime24.jsonl --out data/deepscaler
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import math
 import numbers
 from typing import Any
 
-from data_prep.common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
+from .common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 
 TASK = "deepscaler"
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."

@@ -9,18 +9,19 @@ Sources: local parquet files given with ``--train-file`` and ``--test-file``; wi
 dataset ``PRIME-RL/Eurus-2-RL-Data`` is downloaded with ``datasets`` (needs network). Malformed code rows
 (no chat prompt, test cases that are not JSON or not equally long non-empty input/output lists, call-based
 tests whose inputs or outputs are not JSON, named with the record's index) are counted by reason; the run
-fails unless ``--skip-bad`` drops them. Run from the repository root:
+fails unless ``--skip-bad`` drops them. Run from any directory (shipped in the package as ``gdpo_verl.data_prep``):
 
-    python -m data_prep.eurus_code                                   # download -> ~/data/gdpo/code/
-    python -m data_prep.eurus_code --train-file train.parquet --test-file validation.parquet --out data/code
+    python -m gdpo_verl.data_prep.eurus_code                                   # download -> ~/data/gdpo/code/
+    python -m gdpo_verl.data_prep.eurus_code --train-file train.parquet --test-file validation.parquet --out data/code
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from data_prep.common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 from gdpo_verl.rewards.code_tests import parse_tests
+
+from .common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 
 TASK = "code"
 HF_DATASET = "PRIME-RL/Eurus-2-RL-Data"

@@ -10,18 +10,19 @@ with ``--train-file`` and ``--test-file``; without them the Hugging Face dataset
 (``#### 1,080`` -> ``1080``, as verl's own GSM8K preprocessing does): with the comma no answer could score on both
 correctness (string equality) and integer (all digits). Malformed records (a missing or empty field, an
 answer without ``####`` or with nothing after it) are counted by reason; the run fails unless
-``--skip-bad`` drops them. Run from the repository root:
+``--skip-bad`` drops them. Run from any directory (shipped in the package as ``gdpo_verl.data_prep``):
 
-    python -m data_prep.gsm8k                                        # download -> ~/data/gdpo/gsm8k/
-    python -m data_prep.gsm8k --train-file train.jsonl --test-file test.jsonl --out data/gsm8k
+    python -m gdpo_verl.data_prep.gsm8k                                        # download -> ~/data/gdpo/gsm8k/
+    python -m gdpo_verl.data_prep.gsm8k --train-file train.jsonl --test-file test.jsonl --out data/gsm8k
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from data_prep.common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 from gdpo_verl.rewards.gsm8k import SYSTEM_PROMPT
+
+from .common import BadRecord, convert_report_write, load_train_test, require_text, train_test_args, verl_row
 
 TASK = "gsm8k"
 DATA_SOURCE = "openai/gsm8k"

@@ -8,10 +8,10 @@ list) and the last 2% are held out as ``test.parquet``, the rest is ``train.parq
 
 Malformed records (a missing or empty field, a ground-truth ``<tool_call>`` line that is not a JSON object
 with a string ``name`` and an object ``parameters``) are counted by reason; the run fails unless
-``--skip-bad`` drops them. Run from the repository root:
+``--skip-bad`` drops them. Run from any directory (shipped in the package as ``gdpo_verl.data_prep``):
 
-    python -m data_prep.toolcall /path/to/rlla_rl.json              # -> ~/data/gdpo/toolcall/{train,test}.parquet
-    python -m data_prep.toolcall rlla_rl.json --out data/toolcall --skip-bad
+    python -m gdpo_verl.data_prep.toolcall /path/to/rlla_rl.json    # -> ~/data/gdpo/toolcall/{train,test}.parquet
+    python -m gdpo_verl.data_prep.toolcall rlla_rl.json --out data/toolcall --skip-bad
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 from pyarrow import ArrowException
 
-from data_prep.common import (
+from gdpo_verl.rewards.toolcall import ground_truth_calls
+
+from .common import (
     BadRecord,
     ReadError,
     arg_parser,
@@ -32,7 +34,6 @@ from data_prep.common import (
     require_text,
     verl_row,
 )
-from gdpo_verl.rewards.toolcall import ground_truth_calls
 
 TASK = "toolcall"
 DATA_SOURCE = "rlla"

@@ -23,19 +23,22 @@ cleanly one after another.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from gdpo_verl.components import RewardSpec, parse_spec, resolve
 from gdpo_verl.core.choices import check_choice
-from gdpo_verl.core.contract import MANAGER_NAME, RewardSettings
-from gdpo_verl.core.methods import ESTIMATORS, MethodSettings
+from gdpo_verl.preflight import Preflight, check_run
 from gdpo_verl.verl_env import EXTERNAL_MODULES_ENV, PLUGIN_MODULE, with_external_modules
-from gdpo_verl.verl_glue.checks import check_run_config
+
+if TYPE_CHECKING:  # components, the contract and the glue import torch or verl: loaded when a job runs, so --help
+    from gdpo_verl.components import RewardSpec  # answers at once
 
 METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"  # verl's tensorboard logger writes here, inside the run's output directory
 DEVICES = ("auto", "cpu", "gpu")
 
 
@@ -65,6 +68,10 @@ def with_device_preset(cfg: DictConfig) -> DictConfig:
 
 def apply_components(cfg: DictConfig) -> RewardSpec | None:
     """Validate ``reward.gdpo`` and derive ``algorithm.gdpo_reward_{keys,weights,conditions}`` from it."""
+    from gdpo_verl.components import parse_spec, resolve
+    from gdpo_verl.core.contract import MANAGER_NAME
+    from gdpo_verl.core.methods import ESTIMATORS
+
     spec = parse_spec(cfg.reward.get("gdpo"))
     manager = cfg.reward.reward_manager.name
     estimator = str(cfg.algorithm.adv_estimator)
@@ -116,6 +123,9 @@ def check_dynamic_sampling(cfg: DictConfig) -> None:
 def validate_estimator(cfg: DictConfig) -> None:
     """The reward settings (for the GRPO baseline's metrics too) and, for this project's estimators, the method's
     options (``gdpo_verl.core.methods``): every error names the key, the bad value and the valid ones."""
+    from gdpo_verl.core.contract import RewardSettings
+    from gdpo_verl.core.methods import ESTIMATORS, MethodSettings
+
     if str(cfg.algorithm.adv_estimator) in ESTIMATORS or cfg.algorithm.get("gdpo_reward_keys"):
         settings = RewardSettings.from_algorithm(cfg.algorithm)
         if str(cfg.algorithm.adv_estimator) in ESTIMATORS:
@@ -126,6 +136,8 @@ def validate(cfg: DictConfig) -> RewardSpec | None:
     """Every check that needs no Ray: components, estimator settings, rollout engine, verl's own checks.
 
     Returns the validated ``reward.gdpo`` spec (None unless the gdpo_multi manager is selected)."""
+    from gdpo_verl.verl_glue.checks import check_run_config
+
     check_dynamic_sampling(cfg)
     check_run_config(cfg)
     spec = apply_components(cfg)
@@ -149,10 +161,13 @@ def output_dir(cfg: DictConfig) -> Path:
     return Path(HydraConfig.get().runtime.output_dir).resolve()
 
 
-def prepare(cfg: DictConfig) -> Path:
-    """Fill run-time values (demo assets, output paths, worker env), validate, resolve. Returns the output dir."""
+def prepare(cfg: DictConfig) -> tuple[Path, Preflight]:
+    """Fill run-time values (demo assets, output paths, worker env), validate, resolve, run the pre-flight checks
+    (:mod:`gdpo_verl.preflight`) and the reward probe. Returns the output dir (created unless a dry run) and what
+    the pre-flight checks found."""
     out = output_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
+    if not cfg.launch.dry_run:
+        out.mkdir(parents=True, exist_ok=True)
     with open_dict(cfg):
         cfg.launch.output_dir = str(out)
         if cfg.launch.get("demo"):
@@ -165,13 +180,15 @@ def prepare(cfg: DictConfig) -> Path:
         env = cfg.ray_kwargs.ray_init.setdefault("runtime_env", {}).setdefault("env_vars", {})
         env[EXTERNAL_MODULES_ENV] = with_external_modules(env.get(EXTERNAL_MODULES_ENV), PLUGIN_MODULE)
         env["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
+        env.setdefault("TENSORBOARD_DIR", str(out / TENSORBOARD_DIR))  # verl's default: tensorboard_log/ in the cwd
         if cfg.trainer.get("default_local_dir", "").startswith("checkpoints/"):
             cfg.trainer.default_local_dir = str(out / "checkpoints")
     spec = validate(cfg)
     OmegaConf.resolve(cfg)  # Ray workers have no Hydra resolvers
+    preflight = check_run(cfg, on_cpu=wants_cpu(cfg))
     if cfg.launch.get("probe_rewards", True) and spec is not None:
         probe_rewards(cfg, spec)
-    return out
+    return out, preflight
 
 
 PROBE_ROWS = 4
@@ -185,7 +202,7 @@ def _first_rows(files, n: int) -> list[dict]:
     if not path.is_file():
         raise ValueError(
             f"data.train_files: {path} does not exist, so the reward functions cannot be probed on it. Prepare the "
-            "data first (python -m data_prep.<task>) or set launch.probe_rewards=false"
+            "data first (python -m gdpo_verl.data_prep.<task>) or set launch.probe_rewards=false"
         )
     batch = next(pq.ParquetFile(path).iter_batches(batch_size=n), None)
     return batch.to_pylist() if batch is not None else []
@@ -246,22 +263,29 @@ def run(cfg: DictConfig) -> Path:
 
     import ray
 
-    out = prepare(cfg)
+    from gdpo_verl import console
+
+    verbose = console.is_verbose(cfg)
+    console.quiet_settings(cfg)
+    out, preflight = prepare(cfg)
+    print(f"[gdpo-verl] the run:\n{preflight.summary()}", flush=True)
     if cfg.launch.dry_run:
         a = cfg.algorithm
         print(
             f"[gdpo-verl] dry run ok: adv_estimator={a.adv_estimator} seed={cfg.seed} "
             f"rollout={cfg.actor_rollout_ref.rollout.name} "
             f"components={list(a.get('gdpo_reward_keys') or [])} weights={list(a.get('gdpo_reward_weights') or [])} "
-            f"output_dir={out}",
+            f"output_dir={out} (not created: a dry run writes nothing)",
             flush=True,
         )
         return out
     importlib.import_module(PLUGIN_MODULE)
-    from gdpo_verl.verl_glue import registered
+    if verbose:
+        from gdpo_verl.verl_glue import registered
 
-    print(f"[gdpo-verl] verl registries in the driver: {registered()}", flush=True)
+        print(f"[gdpo-verl] verl registries in the driver: {registered()}", flush=True)
     os.environ["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
+    os.environ.setdefault("TENSORBOARD_DIR", str(out / TENSORBOARD_DIR))
     from verl.trainer.main_ppo import run_ppo
 
     if cfg.trainer.use_v1:
@@ -269,11 +293,20 @@ def run(cfg: DictConfig) -> Path:
     else:
         from verl.trainer.main_ppo_v0 import TaskRunner as runner
     print(f"[gdpo-verl] {cfg.algorithm.adv_estimator} run -> {out}", flush=True)
+    names = list(cfg.algorithm.get("gdpo_reward_keys") or [])
+    follow = console.MetricsFollower(out / METRICS_FILE, names, preflight.steps, steps=not verbose)
     try:
-        run_ppo(cfg, task_runner_class=runner)
+        with follow:
+            run_ppo(cfg, task_runner_class=runner)
+    except BaseException:
+        if not verbose:
+            print(console.failure_hint(cfg), flush=True)
+        raise
     finally:
         if ray.is_initialized():
             ray.shutdown()
+    if names:
+        print(console.reward_table(out / METRICS_FILE, names), flush=True)
     from gdpo_verl.tools.plot import plot_runs
 
     try:
@@ -288,10 +321,107 @@ def run(cfg: DictConfig) -> Path:
     return out
 
 
+HYDRA_JOB_FILES = {".hydra", "main.log"}  # what Hydra writes into a job's output directory before the job runs
+
+
+def forget_hydra_dir() -> None:
+    """After a dry run: remove the job directory Hydra created (``outputs/<date>/<time>``) when it holds only
+    Hydra's own files, and its parents that are left empty (never the working directory)."""
+    import shutil
+
+    from hydra.core.hydra_config import HydraConfig
+
+    job = Path(HydraConfig.get().runtime.output_dir).resolve()
+    if not job.is_dir() or not {p.name for p in job.iterdir()} <= HYDRA_JOB_FILES or job == Path.cwd().resolve():
+        return
+    shutil.rmtree(job)
+    for parent in job.parents:
+        if parent == Path.cwd().resolve() or not parent.is_dir() or any(parent.iterdir()):
+            break
+        parent.rmdir()
+
+
 @hydra.main(config_path="pkg://gdpo_verl.recipes", config_name="demo", version_base=None)
 def main(cfg: DictConfig) -> None:
-    run(with_device_preset(cfg))
+    from gdpo_verl.console import quiet_driver
+
+    quiet_driver(cfg)
+    cfg = with_device_preset(cfg)
+    run(cfg)
+    if cfg.launch.dry_run:
+        forget_hydra_dir()
+
+
+COMMON_OVERRIDES = """\
+  --config-name NAME                   a recipe above (default: demo); --config-dir DIR for your own configs
+  method=grpo | algorithm.adv_estimator=grpo   the GRPO baseline on the same reward components
+  seed=N  trainer.total_training_steps=N  trainer.total_epochs=N  trainer.save_freq=N
+  actor_rollout_ref.model.path=DIR_OR_HUB_NAME  data.train_files=FILE  data.val_files=FILE
+  data.train_batch_size=N  data.max_prompt_length=N  data.max_response_length=N  actor_rollout_ref.rollout.n=N
+  trainer.n_gpus_per_node=N  trainer.nnodes=N
+  -m KEY=a,b KEY2=c,d                  a sweep: one job per combination, one after another"""
+
+
+def _recipe_lines() -> list[str]:
+    """``name  first comment line`` of every primary config in ``gdpo_verl.recipes`` (those with a search path)."""
+    from importlib.resources import files
+
+    lines = []
+    for entry in sorted(files("gdpo_verl.recipes").iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".yaml"):
+            continue
+        text = entry.read_text(encoding="utf-8")
+        if not any(line.startswith("hydra:") for line in text.splitlines()):
+            continue  # no search path of its own: a shared base or a config group member, not runnable alone
+        first = text.splitlines()[0].lstrip("# ").strip() if text.startswith("#") else ""
+        lines.append(f"  {entry.name[:-5]:<21}{first}")
+    return lines
+
+
+def _launch_block() -> list[str]:
+    """The ``launch:`` block of ``gdpo_trainer.yaml`` with its comments: the one place its keys are described."""
+    from importlib.resources import files
+
+    text = files("gdpo_verl.recipes").joinpath("gdpo_trainer.yaml").read_text(encoding="utf-8").splitlines()
+    start = text.index("launch:")
+    block = []
+    for line in text[start + 1 :]:
+        if line and not line.startswith(" "):
+            break
+        if line.strip():
+            block.append("  " + line.strip())
+    return block
+
+
+def usage() -> str:
+    """``python -m gdpo_verl.main --help``: recipes, launch.* keys, common overrides, where the full config is."""
+    return "\n".join(
+        [
+            "usage: python -m gdpo_verl.main [--config-name RECIPE] [KEY=VALUE ...] [-m] [--cfg job]",
+            "",
+            "Train GDPO (or the GRPO baseline) with verl's own trainer. No argument: the CPU demo (toy task).",
+            "",
+            "recipes (--config-name NAME):",
+            *_recipe_lines(),
+            "",
+            "launch.* keys (this project's; in YAML or as launch.KEY=VALUE; the value shown is the default):",
+            *_launch_block(),
+            "",
+            "common overrides (any key of the composed config can be set as KEY=VALUE):",
+            COMMON_OVERRIDES,
+            "",
+            "the full config (verl's ppo_trainer + gdpo-verl's keys): python -m gdpo_verl.main [--config-name NAME] "
+            "--cfg job",
+            "check a run without starting it: ... launch.dry_run=true      Hydra's own options: --hydra-help",
+        ]
+    )
 
 
 if __name__ == "__main__":
+    if any(arg in ("--help", "-h") for arg in sys.argv[1:]):  # before Hydra, which composes the config first
+        print(usage())
+        sys.exit(0)
+    from gdpo_verl.console import quiet_imports
+
+    quiet_imports(sys.argv[1:])
     main()

@@ -3,6 +3,6 @@
 # Usage (from any directory): recipes/gsm8k.sh gdpo|grpo|grpo_nostd|gd2po|saw|rvpo [Hydra overrides...]
 #   recipes/gsm8k.sh gdpo
 #   recipes/gsm8k.sh grpo trainer.total_epochs=1
-#   recipes/gsm8k.sh gdpo -m seed=0,1,2   (all three methods: python -m gdpo_verl.main --config-name gsm8k -m method=gdpo,grpo,grpo_nostd seed=0,1,2)
-# Needs the data first: python -m data_prep.gsm8k
+#   recipes/gsm8k.sh gdpo -m seed=0,1,2   (every method: python -m gdpo_verl.main --config-name gsm8k -m method=gdpo,grpo,grpo_nostd,gd2po,saw,rvpo seed=0,1,2)
+# Needs the data first: python -m gdpo_verl.data_prep.gsm8k
 exec "$(dirname "$0")/launch.sh" gsm8k "$@"

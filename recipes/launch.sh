@@ -26,7 +26,7 @@ esac
 cd "$(dirname "$0")/.."
 data="${GDPO_DATA:-$HOME/data/gdpo}/$task"
 if [[ ! -f "$data/train.parquet" ]]; then
-  echo "$data/train.parquet is missing; prepare the data first: python -m data_prep.$prep" >&2
+  echo "$data/train.parquet is missing; prepare the data first: python -m gdpo_verl.data_prep.$prep" >&2
   exit 1
 fi
 exec "${PYTHON:-python}" -m gdpo_verl.main --config-name "$task" "method=$method" "$@"

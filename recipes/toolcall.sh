@@ -3,6 +3,6 @@
 # Usage (from any directory): recipes/toolcall.sh gdpo|grpo|grpo_nostd|gd2po|saw|rvpo [Hydra overrides...]
 #   recipes/toolcall.sh gdpo
 #   recipes/toolcall.sh grpo trainer.total_epochs=1
-#   recipes/toolcall.sh gdpo -m seed=0,1,2   (all three methods: python -m gdpo_verl.main --config-name toolcall -m method=gdpo,grpo,grpo_nostd seed=0,1,2)
-# Needs the data first: python -m data_prep.toolcall /path/to/rlla_rl.json
+#   recipes/toolcall.sh gdpo -m seed=0,1,2   (every method: python -m gdpo_verl.main --config-name toolcall -m method=gdpo,grpo,grpo_nostd,gd2po,saw,rvpo seed=0,1,2)
+# Needs the data first: python -m gdpo_verl.data_prep.toolcall /path/to/rlla_rl.json
 exec "$(dirname "$0")/launch.sh" toolcall "$@"

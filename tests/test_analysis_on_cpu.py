@@ -248,7 +248,7 @@ def test_cli_errors_list_valid_values(capsys):
         (["distinct", "--format", "xml"], "choose from"),
         (["distinct", "--rewards", "4", "--rollouts", "16"], "K=4 G=16: 300,540,195"),
         (["distinct", "--rewards", "2-3", "--weights", "1,1"], "needs a single --rewards K"),
-        (["batch", "batch.csv"], "valid values: .parquet, .jsonl, .npz"),
+        (["batch", "batch.csv"], "valid values: .parquet, .jsonl, .npz, .pt"),
     ]
     for argv, message in cases:
         with pytest.raises(SystemExit):
@@ -281,6 +281,26 @@ def test_cli_batch_files(suffix, tmp_path, capsys):
     expected, _ = batch_report(frame, ["format", "correctness"])
     assert lines[1:] == [",".join(str(r[c]) for c in lines[0].split(",")) for r in expected]
     assert "rewards format, correctness" in captured.err
+
+
+def test_cli_batch_reads_the_estimators_own_dump(tmp_path, capsys):
+    # written by the function the estimator calls under algorithm.gdpo_dump_dir, read back by `batch`
+    from gdpo_verl.estimator import dump_inputs
+
+    frame = random_batch()
+    scores = torch.tensor(frame[["format", "correctness"]].to_numpy(), dtype=torch.float32)
+    mask = torch.ones(len(frame), 3)
+    path = dump_inputs(str(tmp_path), ["format", "correctness"], None, frame["uid"].to_numpy(), mask, scores, mask)
+    main(["batch", path, "--format", "csv"])
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    expected, _ = batch_report(frame, ["format", "correctness"])
+    assert lines[1:] == [",".join(str(r[c]) for c in lines[0].split(",")) for r in expected]
+    assert "rewards format, correctness" in captured.err
+    torch.save({"keys": ["a"], "uid": ["x"]}, tmp_path / "other.pt")
+    with pytest.raises(SystemExit):
+        main(["batch", str(tmp_path / "other.pt")])
+    assert "not an estimator dump (algorithm.gdpo_dump_dir): no scores" in capsys.readouterr().err
 
 
 def test_npz_object_arrays_need_allow_pickle(tmp_path, capsys):

@@ -5,6 +5,7 @@ Run: python -m pytest tests/test_evaluate_on_cpu.py   (the demo-model tests buil
 """
 
 import csv
+import json
 import math
 
 import pandas as pd
@@ -221,3 +222,51 @@ def test_command_line_side_by_side_with_limit_and_sampling(demo_assets, tmp_path
     for line in filter(None, lines[2:]):
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[1] == cells[2] and not math.isnan(float(cells[1]))
+
+
+def test_a_run_directory_leads_to_its_checkpoints_or_says_where_they_went(tmp_path, monkeypatch):
+    run, store = tmp_path / "outputs" / "12-00-00", tmp_path / "ckpt"
+    (run / ".hydra").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("")
+    saved = "trainer:\n  default_local_dir: ${oc.env:GDPO_CKPT,checkpoints}/gdpo_verl/gdpo-seed0\n"
+    (run / ".hydra" / "config.yaml").write_text(saved)
+    monkeypatch.setenv("GDPO_CKPT", str(store))
+    with pytest.raises(ValueError, match=rf"is a training run directory, but its checkpoints go to {store}/gdpo_verl/"
+                                         r"gdpo-seed0 \(trainer.default_local_dir\).*trainer.save_freq=N"):  # fmt: skip
+        ev.find_model(str(run))
+    hf = store / "gdpo_verl" / "gdpo-seed0" / "global_step_4" / "actor" / "huggingface"
+    hf.mkdir(parents=True)
+    (hf / "config.json").write_text("{}")
+    (hf / "model.safetensors").write_bytes(b"")
+    assert ev.find_model(str(run)) == str(hf)  # followed to $GDPO_CKPT
+    monkeypatch.delenv("GDPO_CKPT")  # the demo: checkpoints/... relative, so under the run directory
+    with pytest.raises(ValueError, match=rf"its checkpoints go to {run}/checkpoints .*default -1 saves none"):
+        ev.find_model(str(run))
+
+
+@pytest.mark.parametrize("path", ["./no/such/run", "/no/such/checkpoint", "runs/2026/no-such"])
+def test_a_local_looking_path_that_does_not_exist_is_not_a_hub_name(path):
+    with pytest.raises(ValueError, match=rf"{path}: no such directory"):
+        ev.find_model(path)
+
+
+def test_save_generations_writes_every_scored_response(tmp_path, monkeypatch):
+    data = tmp_path / "val.parquet"
+    pd.DataFrame(
+        {"prompt": [[{"role": "user", "content": "2+3="}], [{"role": "user", "content": "1+1="}]],
+         "reward_model": [{"ground_truth": "5"}, {"ground_truth": "2"}]}
+    ).to_parquet(data)  # fmt: skip
+    replies = [Generation("<a>5</a>", 4), Generation("7", 1), Generation("<a>2</a>", 4), Generation("<a>3</a>", 4)]
+    monkeypatch.setattr(ev, "generate", lambda model, prompts, *a: replies)
+    labels, results, _ = ev.evaluate("demo", ["org/model"], data, labels=["a/b c"], out_dir=tmp_path / "out",
+                                     samples=2, temperature=1.0, keep_generations=True)  # fmt: skip
+    lines = (tmp_path / "out" / "generations-0-a_b_c.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [(r["problem"], r["sample"], r["prompt"], r["ground_truth"], r["response"]) for r in records] == [
+        (0, 0, "2+3=", "5", "<a>5</a>"), (0, 1, "2+3=", "5", "7"), (1, 0, "1+1=", "2", "<a>2</a>"),
+        (1, 1, "1+1=", "2", "<a>3</a>"),
+    ]  # fmt: skip
+    assert [r["metrics"]["correctness"] for r in records] == [1.0, 0.0, 1.0, 0.0]
+    assert results[0]["correctness"] == 50.0 and records[1]["metrics"]["format"] == 0.0
+    with pytest.raises(ValueError, match="--save-generations needs an output folder"):
+        ev.evaluate("demo", ["org/model"], data, keep_generations=True)

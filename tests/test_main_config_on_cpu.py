@@ -91,15 +91,13 @@ def test_multirun_runs_each_job_in_its_own_directory(tmp_path):
         "seed=3",
         "launch.dry_run=true",
         "launch.probe_rewards=false",
-        "launch.demo=false",
-        "actor_rollout_ref.model.path=/tmp/none",
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("[gdpo-verl] dry run ok")]
     assert [ln.split()[4] for ln in lines] == ["adv_estimator=grpo", "adv_estimator=gdpo"]
-    dirs = {ln.rsplit("output_dir=", 1)[1] for ln in lines}
-    assert len(dirs) == 2 and all(Path(d).is_dir() and str(tmp_path) in d for d in dirs)
+    dirs = {ln.rsplit("output_dir=", 1)[1].split(" (not created")[0] for ln in lines}
+    assert len(dirs) == 2 and all(str(tmp_path) in d and not Path(d).exists() for d in dirs)  # a dry run writes nothing
 
 
 @pytest.mark.slow
@@ -148,5 +146,26 @@ def test_reward_probe_fails_before_ray_on_the_real_ground_truth(tmp_path, fn, ma
         prepare(cfg)
     ok = compose_cfg("demo", [comps.replace(fn, "fine"), f"launch.output_dir={tmp_path / 'out'}"])
     prepare(ok)  # the same config with a healthy function passes
+    env = ok.ray_kwargs.ray_init.runtime_env.env_vars  # verl's file and tensorboard loggers write into the run
+    assert (env.VERL_FILE_LOGGER_PATH, env.TENSORBOARD_DIR) == (
+        f"{tmp_path}/out/metrics.jsonl",
+        f"{tmp_path}/out/tensorboard",
+    )
     skipped = compose_cfg("demo", [comps, f"launch.output_dir={tmp_path / 'out'}", "launch.probe_rewards=false"])
     prepare(skipped)  # and the probe can be switched off
+
+
+def test_help_lists_recipes_launch_keys_and_overrides_without_composing(tmp_path):
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "gdpo_verl.main", "--help"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    recipes = [
+        line.split()[0] for line in text.split("recipes (--config-name NAME):\n")[1].split("\n\n")[0].splitlines()
+    ]
+    assert recipes == ["code", "deepscaler", "demo", "demo_toolcall_scale", "gsm8k", "toolcall"]
+    for key in ("device: auto", "dry_run: false", "verbose: false", "probe_rewards: true", "--cfg job", "method=grpo"):
+        assert key in text, key
+    assert "== Config ==" not in text and len(text.splitlines()) < 60  # not Hydra's help with the whole config
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "verl" not in imported and "torch" not in imported  # answers without loading verl (under a second)

@@ -43,6 +43,8 @@ def write_run(
             }
             if val and step % 4 == 0:
                 data["val-core/toy/acc/mean@1"] = 0.1 * step
+                data["val-aux/toy/format/mean@1"] = 0.05 * step  # per reward
+                data["val-aux/toy/gdpo_error_format/mean@1"] = 0.0  # not a reward: no panel
             data.update(extra or {})
             f.write(json.dumps({"step": step, "data": data}) + "\n")
     return run
@@ -142,7 +144,8 @@ def test_panels(seeded_runs):
         "reward: correctness (batch mean)",
         "total score (critic/score/mean)",
         "distinct advantages per batch (own method)",
-        "val-core/toy/acc/mean@1",
+        "validation: format (toy, mean@1)",
+        "validation: total reward (toy, mean@1)",
     ]
     collapse = dict(panels_for(runs))["distinct advantages per batch (own method)"]
     assert collapse == {"gdpo": "gdpo/collapse/distinct_gdpo", "grpo": "gdpo/collapse/distinct_grpo"}
@@ -171,3 +174,25 @@ def test_cli(seeded_runs, tmp_path, capsys):
         with pytest.raises(SystemExit):
             main(argv)
         assert message in capsys.readouterr().err
+
+
+def test_plot_style_integer_steps_short_labels_and_visible_identical_curves(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    runs = [write_run(tmp_path, f"{m}_0", m, 0, steps=2) for m in ("gdpo", "grpo")]  # identical curves, two steps
+    figures = []
+    real_close = plt.close
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to inspect it
+    plot_runs(runs, tmp_path / "two.png", include_val=True)
+    (fig,) = figures
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    for ax in axes:
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert all(float(t).is_integer() for t in ticks), ticks
+        assert len(ax.get_ylabel()) <= 40
+    styles = {line.get_label(): (line.get_linestyle(), line.get_zorder()) for line in axes[0].lines}
+    assert styles == {"GDPO": ("-", 3), "GRPO": ("--", 2)}
+    real_close(fig)

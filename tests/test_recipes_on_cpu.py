@@ -282,9 +282,9 @@ def test_conditions_and_kwargs_reach_the_estimator():
 def test_sweep_points_get_distinct_experiment_names():
     # The sweep varies the method and the seed; both are in the experiment name (and so the paths).
     cfg = compose_recipe("toolcall", "grpo", ["seed=2"])
-    assert cfg.trainer.experiment_name == "qwen2.5-1.5b-grpo-seed2"
+    assert cfg.trainer.experiment_name == "toolcall-grpo-seed2"  # the task, not the model (which may be overridden)
     names = {compose_recipe("toolcall", m).trainer.experiment_name for m in METHODS}
-    assert names == {f"qwen2.5-1.5b-{m}-seed0" for m in METHODS}  # the two GRPO baselines never share a folder
+    assert names == {f"toolcall-{m}-seed0" for m in METHODS}  # the two GRPO baselines never share a folder
     assert cfg.data.seed == 2 and cfg.actor_rollout_ref.rollout.seed == 2  # gdpo_trainer wires the seed
 
 
@@ -341,7 +341,7 @@ def test_launch_script(task, tmp_path):
     assert usage.returncode == 2 and "|".join(METHODS) in usage.stderr
     env = {**os.environ, "GDPO_DATA": str(tmp_path)}  # no data there: the script says how to make it
     missing = subprocess.run([str(script), "gdpo"], capture_output=True, text=True, env=env)
-    assert missing.returncode == 1 and "python -m data_prep." in missing.stderr
+    assert missing.returncode == 1 and "python -m gdpo_verl.data_prep." in missing.stderr
     (tmp_path / task).mkdir()
     (tmp_path / task / "train.parquet").touch()  # data there: the launcher runs the recipe with the method
     env["PYTHON"] = "echo"

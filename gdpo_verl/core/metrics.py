@@ -5,6 +5,8 @@ through verl's tracking (console, file, tensorboard, wandb) under ``gdpo/...``:
     gdpo/<name>/{mean,std,min,max}       raw score over non-missing samples
     gdpo/<name>/missing_frac             fraction of samples where the component abstained (NaN)
     gdpo/<name>/zero_var_group_frac      fraction of groups (>= 2 values) where it has zero variance
+    gdpo/learning_signal_frac            fraction of groups (>= 2 values of some component) where at least one
+                                         component varies; 0: every advantage is 0, the step teaches nothing
     gdpo/<name>/contribution             mean |w_k * A_k| over samples (its share of the summed advantage)
     gdpo/<name>/errors                   reward-function failures counted under on_error=nan
     gdpo/<name>/nonfinite                non-finite values (returned inf/NaN, or +-inf in the batch): abstained
@@ -81,6 +83,9 @@ def step_metrics(
                 v = scores[rows & valid[:, k], k]
                 if v.numel():
                     out[f"gdpo/source/{source}/{name}/mean"] = v.mean().item()
+    multi_all = counts >= 2  # (n, K)
+    varies = (multi_all & ~flat_constant).any(dim=1)
+    out["gdpo/learning_signal_frac"] = varies.sum().item() / max(int(multi_all.any(dim=1).sum()), 1)
     gdpo = adv_k @ w
     # a component varies inside some group, yet every advantage is 0 (or not finite): the weights or epsilon
     # cancel the signal. A misconfiguration, not a result: counted and warned about loudly.

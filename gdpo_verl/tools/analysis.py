@@ -22,7 +22,11 @@ Output columns (CSV): ``method,num_rewards,num_rollouts,distinct_groups``.
 
 ``batch FILE``: the same count on a real batch saved by the user, e.g. from a verl DataProto::
     pd.DataFrame({"uid": batch.non_tensor_batch["uid"], "format": ..., "correctness": ...}).to_parquet(FILE)
-FILE is .parquet, .jsonl (one object per line) or .npz (one array per column; string uids, not objects).
+FILE is .parquet, .jsonl (one object per line) or .npz (one array per column; string uids, not objects), or an
+estimator dump that a training run writes with ``algorithm.gdpo_dump_dir=DIR`` (``DIR/estimator-*.pt``, one per
+step: uids and the per-reward scores the estimator saw)::
+    python -m gdpo_verl.main trainer.total_training_steps=2 algorithm.gdpo_dump_dir=dumps
+    python -m gdpo_verl.tools.analysis batch "$(ls dumps/estimator-*.pt | tail -n 1)"   # the last step
 It reports per method the number of distinct group vectors (groups may differ in size) and of distinct
 per-response values (``gdpo_verl.core.metrics.distinct_values``, the same count the trainer logs as
 ``gdpo/collapse/distinct_*``). Missing rewards (NaN/null) abstain under GDPO and count as 0 in GRPO's sum.
@@ -49,7 +53,7 @@ FORMATS = ("csv", "markdown")
 DISTINCT_FORMATS = (*FORMATS, "markdown-wide")  # markdown-wide: one line per (K, G), one column per method
 DISTINCT_COLUMNS = ("method", "num_rewards", "num_rollouts", "distinct_groups")
 BATCH_COLUMNS = ("method", "num_rewards", "num_groups", "num_responses", "distinct_groups", "distinct_values")
-BATCH_SUFFIXES = (".parquet", ".jsonl", ".npz")
+BATCH_SUFFIXES = (".parquet", ".jsonl", ".npz", ".pt")
 DECIMALS = 4  # rounding to 1e-4, as gdpo/collapse/distinct_* does
 EPSILON = 1e-6  # verl's GRPO epsilon
 CHUNK_ROWS = 1 << 19  # responses (groups * G) per group_normalize call; bounds peak memory to ~0.3 GB at K=6
@@ -332,13 +336,35 @@ def plot_distinct(rows: Sequence[dict], out_png: str | Path) -> Path:
     return out
 
 
+def load_estimator_dump(path: str | Path):
+    """An estimator dump (``algorithm.gdpo_dump_dir``: ``estimator-*.pt``, written by
+    ``gdpo_verl.estimator.dump_inputs``) -> DataFrame ``uid`` + one column per reward: the (bs, K) per-response
+    scores the estimator normalized (conditions applied, NaN = abstained). Loaded with ``weights_only=True``."""
+    import pandas as pd
+
+    try:
+        dump = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several types for a file that is not a dump
+        raise ValueError(f"{path}: not a readable estimator dump ({type(err).__name__}: {err})") from None
+    missing = [k for k in ("keys", "uid", "scores") if not isinstance(dump, dict) or k not in dump]
+    if missing:
+        raise ValueError(f"{path}: not an estimator dump (algorithm.gdpo_dump_dir): no {', '.join(missing)}")
+    keys, scores = list(dump["keys"]), torch.as_tensor(dump["scores"], dtype=torch.float64)
+    if scores.ndim != 2 or scores.shape != (len(dump["uid"]), len(keys)):
+        raise ValueError(f"{path}: scores of shape {tuple(scores.shape)}, expected ({len(dump['uid'])}, {len(keys)})")
+    return pd.DataFrame({"uid": list(dump["uid"]), **{k: scores[:, i].numpy() for i, k in enumerate(keys)}})
+
+
 def load_batch(path: str | Path, *, allow_pickle: bool = False):
-    """A saved batch -> pandas DataFrame. ``.parquet``, ``.jsonl`` or ``.npz`` (one 1-D array per column)."""
+    """A saved batch -> pandas DataFrame. ``.parquet``, ``.jsonl``, ``.npz`` (one 1-D array per column) or ``.pt``
+    (an estimator dump, :func:`load_estimator_dump`)."""
     import pandas as pd
 
     path = Path(path)
     suffix = path.suffix.lower()
     check_choice("batch file type", suffix, BATCH_SUFFIXES)
+    if suffix == ".pt":
+        return load_estimator_dump(path)
     if suffix == ".parquet":
         return pd.read_parquet(path)
     if suffix == ".jsonl":
@@ -444,8 +470,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--plot", metavar="FILE.png", help="also write a Figure-3-style plot")
     d.add_argument("--max-groups", type=int, default=MAX_GROUPS, help=f"refuse larger cells (default {MAX_GROUPS:,})")
     d.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    b = sub.add_parser("batch", help="distinct counts on a saved batch (.parquet, .jsonl, .npz)")
-    b.add_argument("file", help="batch file with a uid column and one column per reward")
+    b = sub.add_parser(
+        "batch", help="distinct counts on a saved batch (.parquet, .jsonl, .npz, or an estimator dump .pt)"
+    )
+    b.add_argument(
+        "file", help="batch file with a uid column and one column per reward, or algorithm.gdpo_dump_dir's .pt"
+    )
     b.add_argument("--rewards", help="comma list of reward columns (default: every numeric column but the uid)")
     b.add_argument("--weights", help="reward weights, comma-separated, one per reward column (default all 1)")
     b.add_argument("--uid-column", default="uid", help="group id column (default uid)")

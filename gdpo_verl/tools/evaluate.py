@@ -55,6 +55,7 @@ import argparse
 import csv
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -204,11 +205,56 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.042)  # fmt: skip
 
 
+def run_checkpoint_dir(run: Path) -> Path | None:
+    """Where a ``gdpo_verl.main`` run directory's checkpoints went: ``trainer.default_local_dir`` of its saved Hydra
+    config (``${oc.env:GDPO_CKPT,...}`` resolved now; a relative ``checkpoints/...`` lands in the run directory).
+    None when ``run`` holds no saved config."""
+    from omegaconf import OmegaConf
+
+    saved = run / ".hydra" / "config.yaml"
+    if not saved.is_file():
+        return None
+    cfg = OmegaConf.load(saved)
+    try:
+        where = str(OmegaConf.select(cfg, "trainer.default_local_dir", throw_on_resolution_failure=True) or "")
+    except Exception:  # a resolver this process lacks: the directory cannot be told
+        return None
+    if not where:
+        return None
+    return run / "checkpoints" if where.startswith("checkpoints/") else Path(where).expanduser()
+
+
+def _no_checkpoint_error(checkpoint: str, run: Path) -> ValueError:
+    where = run_checkpoint_dir(run)
+    saved = (
+        f"its checkpoints go to {where} (trainer.default_local_dir), which holds no global_step_* folder"
+        if where
+        else "it holds no checkpoint"
+    )
+    return ValueError(
+        f"{checkpoint} is a training run directory, but {saved}. verl saves one every trainer.save_freq steps (the "
+        "demo's default -1 saves none): train with trainer.save_freq=N and "
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model], then pass the run "
+        "directory or its checkpoint folder"
+    )
+
+
 def find_model(checkpoint: str) -> str:
-    """The Hugging Face model directory (or hub name) of a checkpoint argument; ValueError when it has no weights."""
-    path = Path(checkpoint)
+    """The Hugging Face model directory (or hub name) of a checkpoint argument; ValueError when it has no weights.
+
+    A ``gdpo_verl.main`` run directory leads to its checkpoint folder (``trainer.default_local_dir``, e.g. under
+    ``$GDPO_CKPT``); a local-looking path that does not exist is an error, not a hub lookup."""
+    from gdpo_verl.preflight import looks_local
+
+    path = Path(checkpoint).expanduser()
     if not path.exists():
+        if looks_local(checkpoint):
+            raise ValueError(f"{checkpoint}: no such directory (give a checkpoint folder, a run folder or a hub name)")
         return checkpoint  # a hub name: transformers (or vLLM) resolves it
+    if (path / ".hydra" / "config.yaml").is_file():  # a run directory: follow it to where its checkpoints went
+        where = run_checkpoint_dir(path)
+        if where is not None and where.is_dir() and where != path:
+            path = where
     if (path / "config.json").is_file() and _has_weights(path):
         return str(path)
     for root in (path, path / "checkpoints"):
@@ -228,6 +274,9 @@ def find_model(checkpoint: str) -> str:
                 "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model], or merge: "
                 f"python -m verl.model_merger merge --backend fsdp --local_dir {candidate.parent} --target_dir OUT"
             )
+    run = Path(checkpoint).expanduser()
+    if (run / ".hydra" / "config.yaml").is_file() or (run / "metrics.jsonl").is_file():
+        raise _no_checkpoint_error(checkpoint, run)
     raise ValueError(f"{checkpoint}: neither a Hugging Face model directory nor a verl checkpoint directory")
 
 
@@ -293,21 +342,31 @@ def generate(
     )
 
 
+def score_each(task: Task, generations: Sequence[Generation], truths: Sequence, budget: int) -> list[dict]:
+    """Each response's metrics (``samples`` consecutive responses per ground truth)."""
+    samples = len(generations) // max(1, len(truths))
+    return [task.score(g, truths[i // samples], budget) for i, g in enumerate(generations)]
+
+
 def score(task: Task, generations: Sequence[Generation], truths: Sequence, budget: int) -> dict[str, float]:
-    """Percent per metric, avg@k over the ``samples`` consecutive responses of each ground truth (a metric a
-    response does not apply to is NaN there and left out), ``pass@k`` of the task's correctness metric when k > 1,
-    the task's summary rows, and ``n`` (responses scored)."""
+    """:func:`aggregate` of :func:`score_each`."""
+    return aggregate(task, score_each(task, generations, truths, budget), len(truths))
+
+
+def aggregate(task: Task, per: Sequence[dict], problems: int) -> dict[str, float]:
+    """Percent per metric, avg@k over the ``samples`` consecutive responses of each of ``problems`` ground truths
+    (a metric a response does not apply to is NaN there and left out), ``pass@k`` of the task's correctness metric
+    when k > 1, the task's summary rows, and ``n`` (responses scored)."""
     import numpy as np
 
-    samples = len(generations) // max(1, len(truths))
-    per = [task.score(g, truths[i // samples], budget) for i, g in enumerate(generations)]
+    samples = len(per) // max(1, problems)
     scored = {m: np.array([p.get(m, np.nan) for p in per], dtype=np.float64) for m in per[0]} if per else {}
     result = {}
     for metric, values in scored.items():
         kept = values[~np.isnan(values)]
         result[metric] = 100.0 * float(kept.mean()) if kept.size else math.nan
     if task.correct and samples > 1 and per:
-        right = scored[task.correct].reshape(len(truths), samples) > 0  # (problems, k)
+        right = scored[task.correct].reshape(problems, samples) > 0  # (problems, k)
         result[f"pass@{samples}"] = 100.0 * float(right.any(axis=1).mean())
     if task.summary and per:
         result.update(task.summary(result))
@@ -342,6 +401,29 @@ def seed_summary(labels: Sequence[str], results: Sequence[dict[str, float]]) -> 
             half = t * statistics.stdev(values) / math.sqrt(len(values))
             summary[method][metric] = (statistics.fmean(values), half, len(values))
     return summary
+
+
+def save_generations(path: Path, prompts, truths, generations: Sequence[Generation], per: Sequence[dict]) -> Path:
+    """One JSON line per response: problem index, sample index, the prompt's last message, ground truth, response
+    text, its token count and its metrics (``--save-generations``: what was scored, to inspect a surprising
+    result)."""
+    import json
+
+    samples = len(generations) // max(1, len(truths))
+    with open(path, "w", encoding="utf-8") as f:
+        for i, (g, metrics) in enumerate(zip(generations, per)):
+            problem = i // samples
+            record = {
+                "problem": problem,
+                "sample": i % samples,
+                "prompt": prompts[problem][-1].get("content") if prompts[problem] else None,
+                "ground_truth": truths[problem] if isinstance(truths[problem], str) else str(truths[problem]),
+                "response": g.text,
+                "tokens": g.tokens,
+                "metrics": metrics,
+            }
+            f.write(json.dumps(record) + "\n")
+    return path
 
 
 def tables(task: Task, labels: Sequence[str], results: Sequence[dict[str, float]]) -> tuple[str, list[list[str]]]:
@@ -404,9 +486,11 @@ def evaluate(
     max_new_tokens: int | None = None,
     length_budget: int = 4000,
     top_p: float | None = None,
+    keep_generations: bool = False,
 ) -> tuple[list[str], list[dict[str, float]], str]:
     """Score every checkpoint; write the tables and the chart when ``out_dir`` is given. Returns (labels, results,
-    markdown). ``temperature``, ``top_p``, ``samples``: None takes the task's ``DECODING`` default."""
+    markdown). ``temperature``, ``top_p``, ``samples``: None takes the task's ``DECODING`` default. With
+    ``keep_generations``, ``generations-<i>-<label>.jsonl`` per checkpoint holds each response and its metrics."""
     task = TASKS[check_choice("--task", task_name, tuple(TASKS))]
     check_choice("--backend", backend, BACKENDS)
     default_t, default_p, default_k = DECODING[task_name]
@@ -419,15 +503,23 @@ def evaluate(
         raise ValueError(f"--top-p {top_p}: must be in (0, 1] (1: no nucleus cut)")
     if labels and len(labels) != len(checkpoints):
         raise ValueError(f"give one --label per checkpoint ({len(checkpoints)}), got {len(labels)}")
+    if keep_generations and out_dir is None:
+        raise ValueError("--save-generations needs an output folder (--out)")
     labels = list(labels) if labels else [checkpoint_label(c) for c in checkpoints]
+    models = [find_model(c) for c in checkpoints]  # every checkpoint resolved before the first one generates
     prompts, truths = load_rows(data, limit, task_name)
     results = []
-    for checkpoint, label in zip(checkpoints, labels):
+    for i, (checkpoint, label, model) in enumerate(zip(checkpoints, labels, models)):
         print(f"[evaluate] {label}: {len(prompts)} prompts x {samples} from {checkpoint}", file=sys.stderr)
-        model = find_model(checkpoint)
         budget = max_new_tokens or task.max_new_tokens
         generations = generate(model, prompts, budget, temperature, samples, seed, backend, batch_size, top_p)
-        results.append(score(task, generations, truths, length_budget))
+        per = score_each(task, generations, truths, length_budget)
+        results.append(aggregate(task, per, len(truths)))
+        if keep_generations:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            name = re.sub(r"[^A-Za-z0-9._-]+", "_", label)
+            kept = save_generations(Path(out_dir) / f"generations-{i}-{name}.jsonl", prompts, truths, generations, per)
+            print(f"[evaluate] {label}: responses and their metrics in {kept}", file=sys.stderr)
     markdown, csv_rows = tables(task, labels, results)
     if out_dir is not None:
         out = Path(out_dir)
@@ -471,6 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=16, help="HF generate: rows per batch")
     parser.add_argument("--max-new-tokens", type=int, help="default: the recipe's max_response_length")
     parser.add_argument("--length-budget", type=int, default=4000, help="deepscaler over_length budget (tokens)")
+    parser.add_argument("--save-generations", action="store_true",
+                        help="write every response with its metrics to OUT/generations-<i>-<label>.jsonl")  # fmt: skip
     return parser
 
 
@@ -500,6 +594,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         max_new_tokens=args.max_new_tokens,
         length_budget=args.length_budget,
         top_p=args.top_p,
+        keep_generations=args.save_generations,
     )
     print(markdown)
 

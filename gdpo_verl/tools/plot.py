@@ -13,7 +13,9 @@ in order) or the name (``<method>-seed<N>`` as in the default ``trainer.experime
 
 One axes per reward component (``gdpo/<name>/mean``), then the total score (``critic/score/mean``) and the
 number of distinct advantages per batch under each run's own method (``gdpo/collapse/distinct_<method>``) when
-logged, then with ``--val`` every ``val-core/...`` metric. Methods are overlaid, one colour each; several runs
+logged, then with ``--val`` the validation means (``val-core/<source>/reward/mean@n``, the total, and each
+reward's ``val-aux/<source>/<name>/mean@n``). Line styles differ per method, so identical curves stay visible;
+step ticks are whole numbers. Methods are overlaid, one colour each; several runs
 of a method (seeds) are drawn as the median over runs with the inter-quartile band (25th-75th percentile).
 ``plot_runs(run_dirs, out_png)`` is what ``gdpo_verl.main`` calls after training to write ``rewards.png``.
 """
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gdpo_verl.tools.runs import METRICS_FILE, read_series
+from gdpo_verl.tools.runs import METRICS_FILE, VAL_MEAN, read_series
 
 REWARD_MEAN = re.compile(r"^gdpo/(?P<name>[^/]+)/mean$")
 NOT_REWARDS = {"collapse", "source"}  # gdpo/<these>/... are not reward components
@@ -37,6 +39,8 @@ SCORE_KEY = "critic/score/mean"
 NAME_PATTERN = re.compile(r"^(?P<method>.+?)[-_]seed[-_]?(?P<seed>\d+)$")
 METHOD_COLOURS = {"gdpo": "C0", "grpo": "C1", "grpo_no_std": "C2"}
 METHOD_NAMES = {"gdpo": "GDPO", "grpo": "GRPO", "grpo_no_std": "GRPO w/o std"}
+#: line styles, so identical curves stay visible (GDPO solid, drawn on top; GRPO dashed over it)
+METHOD_LINES = {"gdpo": "-", "grpo": "--", "grpo_no_std": ":"}
 
 
 @dataclass
@@ -133,9 +137,22 @@ def panels_for(runs: Sequence[Run], include_val: bool = False) -> list[tuple[str
     if collapse:
         panels.append(("distinct advantages per batch (own method)", collapse))
     if include_val:
-        for key in sorted(k for k in logged if k.startswith("val-core/")):
-            panels.append((key, dict.fromkeys(methods, key)))
+        rewards = set(reward_names(runs))
+        for key in sorted(logged):
+            match = VAL_MEAN.match(key)
+            if match and (key.startswith("val-core/") or match["name"] in rewards):
+                what = "total reward" if key.startswith("val-core/") else match["name"]
+                panels.append(
+                    (f"validation: {what} ({match['source']}, mean@{match['n']})", dict.fromkeys(methods, key))
+                )
     return panels
+
+
+def y_label(title: str) -> str:
+    """A short y-axis label per panel kind (a metric key would run into the next panel)."""
+    if title.startswith("distinct"):
+        return "distinct advantages (rounded to 1e-4)"
+    return "validation mean" if title.startswith("validation") else "batch mean"
 
 
 def band(
@@ -174,6 +191,7 @@ def plot_runs(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     runs = load_runs(run_dirs, labels)
     panels = panels_for(runs, include_val)
@@ -198,12 +216,14 @@ def plot_runs(
             name = METHOD_NAMES.get(method, method)
             label = f"{name} (median of {len(curves)} runs)" if len(curves) > 1 else name
             marker = "o" if steps.size <= 20 else None  # sparse series (validation) show their points
-            ax.plot(steps, median, color=colours[method], label=label, linewidth=1.6, marker=marker, markersize=3)
+            ax.plot(steps, median, color=colours[method], label=label, linewidth=1.6, marker=marker, markersize=3,
+                    linestyle=METHOD_LINES.get(method, "-."), zorder=3 if method == "gdpo" else 2)  # fmt: skip
             if len(curves) > 1:
                 ax.fill_between(steps, q25, q75, color=colours[method], alpha=0.2, linewidth=0)
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel("training step")
-        ax.set_ylabel(next(iter(keys.values())) if len(set(keys.values())) == 1 else "distinct values (1e-4)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers, also for 2-step runs
+        ax.set_ylabel(y_label(panel_title))
         ax.grid(True, alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
@@ -235,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="label per RUN_DIR, in order: METHOD or METHOD-seedN (overrides the Hydra config and the name)",
     )
     parser.add_argument("--smooth", type=int, default=1, help="moving average over N logged steps (default 1: none)")
-    parser.add_argument("--val", action="store_true", help="also plot every val-core/... metric")
+    parser.add_argument("--val", action="store_true", help="also plot the validation means: total and per reward")
     parser.add_argument("--title", help="figure title (default: methods and run counts)")
     return parser
 

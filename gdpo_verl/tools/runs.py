@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -18,6 +19,17 @@ import numpy as np
 
 METRICS_FILE = "metrics.jsonl"
 TRAINING_STEP_KEY = "training/global_step"
+#: verl's validation means: ``val-{core,aux}/<data source, may hold "/">/<name>/mean@<samples>``
+VAL_MEAN = re.compile(r"^val-(?:core|aux)/(?P<source>.+)/(?P<name>[^/]+)/mean@(?P<n>\d+)$")
+
+
+def parse_row(line: str | bytes) -> dict:
+    """One verl file-logger line -> ``{"step": n, **data}``; ValueError when it is not one."""
+    try:
+        record = json.loads(line)
+        return {**record["data"], "step": int(record["step"])}
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"not a verl file-logger line ({err})") from None
 
 
 def read_rows(path: str | Path) -> list[dict]:
@@ -28,10 +40,9 @@ def read_rows(path: str | Path) -> list[dict]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-                rows.append({**record["data"], "step": int(record["step"])})
-            except (ValueError, KeyError, TypeError) as err:
-                raise ValueError(f"{path}:{number}: not a verl file-logger line ({err})") from None
+                rows.append(parse_row(line))
+            except ValueError as err:
+                raise ValueError(f"{path}:{number}: {err}") from None
     return rows
 
 
