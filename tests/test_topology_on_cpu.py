@@ -11,10 +11,39 @@ Run: .venv/bin/python -m pytest tests/test_topology_on_cpu.py -m "not slow"   (s
      .venv/bin/python -m pytest tests/test_topology_on_cpu.py                 (about N minutes on 2 cores)
 """
 
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import psutil
 import pytest
+import torch
 from helpers.compose import compose_config as compose_cfg
+from test_e2e_on_cpu import (  # the end-to-end run and its checks, shared with the one-rank tests
+    COMPONENTS,
+    HELPERS,
+    assert_estimator_got_what_the_functions_returned,
+    assert_trained,
+    recorded,
+    train,
+)
 
 from gdpo_verl.main import validate
+from gdpo_verl.tools.runs import training_rows
+
+
+@pytest.fixture(scope="module")
+def assets():
+    from gdpo_verl.demo.assets import ensure_demo_assets
+
+    return ensure_demo_assets()
+
 
 DEMO = ["launch.demo=false", "actor_rollout_ref.model.path=/tmp/none"]
 
@@ -98,3 +127,137 @@ def test_impossible_topologies_are_refused_naming_values_and_fix(monkeypatch, ov
         monkeypatch.setenv("RAY_ADDRESS", env)
     with pytest.raises(ValueError, match=match):
         compose_cfg("demo", [*DEMO, *overrides])
+
+
+# --- slow: training with two ranks, and across two Ray nodes ------------------------------------------------------
+
+MICRO_8 = [f"actor_rollout_ref.{k}=8" for k in ("rollout.log_prob_micro_batch_size_per_gpu",
+           "ref.log_prob_micro_batch_size_per_gpu", "actor.ppo_micro_batch_size_per_gpu")]  # fmt: skip
+SYNC_TOLERANCE = 1e-3  # rollout vs actor log-prob after a weight sync: ~1e-6 measured; a stale replica is far off
+
+
+def algorithm_config(out: Path):
+    """The ``algorithm`` config the recorded run trained with, composed and derived as ``gdpo_verl.main`` does."""
+    from hydra import compose, initialize_config_dir
+
+    from gdpo_verl.main import apply_components
+
+    with initialize_config_dir(str(HELPERS / "configs"), version_base=None):
+        cfg = compose(
+            "e2e_recorded",
+            overrides=[*(o for o in recorded(out) if o.startswith("recorded_")), "algorithm.adv_estimator=gdpo"],
+        )
+    apply_components(cfg)
+    return cfg.algorithm
+
+
+def recompute(call: dict, algorithm, order: torch.Tensor) -> torch.Tensor:
+    """The estimator on the dumped batch with its rows in ``order``: (bs, T) advantages, rows as in ``order``."""
+    from tensordict import TensorDict
+
+    from gdpo_verl.core.token_scores import SCORE_PREFIX
+    from gdpo_verl.estimator import compute_gdpo_advantage
+
+    mask = call["response_mask"][order]
+    fields = {SCORE_PREFIX + k: v[order] for k, v in call["token_level_scores"].items()}
+    batch = TensorDict(fields, batch_size=[len(order)])
+    index = np.array(call["uid"], dtype=object)[order.numpy()]
+    adv, _ = compute_gdpo_advantage(torch.zeros_like(mask), mask, index=index, config=algorithm, batch=batch)
+    return adv
+
+
+@pytest.mark.slow
+def test_two_ranks_train_and_compute_the_one_rank_advantages(assets, tmp_path):
+    # 2 FSDP ranks over gloo, 2 HF rollout replicas (one per rank). What ranks could change before the estimator is
+    # which rows it sees and their order: every step's call must hold the whole batch (16 rows, each group of 4
+    # whole, each row's rewards exactly as the reward functions returned them, once), and the advantages it computed
+    # must be what the estimator gives for those rows in any other order (a one-rank run gathers in another order).
+    out = tmp_path / "ranks2"
+    summary = train(assets, out, "algorithm.adv_estimator=gdpo", "trainer.n_gpus_per_node=2", *MICRO_8,
+                    config=recorded(out))  # fmt: skip
+    assert_trained(summary, [1, 2])
+    assert_estimator_got_what_the_functions_returned(out, steps=2)
+    for step in summary["metrics"]:  # both replicas received the actor's weights before generating
+        assert step["training/rollout_probs_diff_max"] < SYNC_TOLERANCE, step["training/rollout_probs_diff_max"]
+    algorithm = algorithm_config(out)
+    for path in sorted((out / "estimator_inputs").glob("estimator-*.pt")):
+        call = torch.load(path)
+        uids = call["uid"]
+        assert len(uids) == 16 and sorted(uids.count(u) for u in set(uids)) == [4, 4, 4, 4]
+        bs = len(uids)
+        assert torch.equal(recompute(call, algorithm, torch.arange(bs)), call["advantages"])
+        assert call["advantages"].abs().sum() > 0  # not a batch of zero-variance groups
+        for seed in (0, 1):
+            order = torch.randperm(bs, generator=torch.Generator().manual_seed(seed))
+            torch.testing.assert_close(recompute(call, algorithm, order), call["advantages"][order], rtol=0, atol=1e-6)
+
+
+README = Path(__file__).parents[1] / "recipes" / "README.md"
+TWO_NODES_MARKER = "<!-- two-nodes-on-one-machine"
+
+
+def two_nodes_block() -> str:
+    """The bash block of recipes/README.md that starts two Ray nodes here, trains across them and stops them."""
+    text = README.read_text()
+    rest = text[text.index(TWO_NODES_MARKER) :]
+    start = rest.index("```bash\n") + len("```bash\n")
+    return rest[start : rest.index("```", start)]
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free TCP ports."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            first = s.getsockname()[1]
+        try:
+            for port in range(first, first + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def processes_under(folder: Path) -> list[psutil.Process]:
+    """Processes whose command line names ``folder`` (the Ray nodes started with --temp-dir in it)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(str(folder) in arg for arg in proc.info["cmdline"] or ()):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.slow
+def test_two_ray_nodes_train_with_the_readme_commands(assets, tmp_path):
+    # recipes/README.md's block as it stands: `ray start --head` and `ray start --address` (own resources, own temp
+    # dir), RAY_ADDRESS, trainer.nnodes=2 trainer.n_gpus_per_node=1, both nodes stopped by process id.
+    ray_tmp = Path(tempfile.mkdtemp(prefix="gdpo-ray-", dir="/tmp"))  # short: Ray's socket paths stay < 108 bytes
+    out, log = tmp_path / "two-nodes", tmp_path / "two-nodes.log"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(PORT=str(free_ports(1)), AGENT_PORT=str(free_ports(2)), RAY_TMP=str(ray_tmp), OUT=str(out))
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    try:
+        with open(log, "w") as fh:
+            run = subprocess.run(["bash", "-c", two_nodes_block()], cwd=README.parents[1], env=env, stdout=fh,
+                                 stderr=subprocess.STDOUT, timeout=900, start_new_session=True)  # fmt: skip
+        left = processes_under(ray_tmp)
+        text = log.read_text()
+        assert run.returncode == 0 and "two-node run: exit status 0" in text, text[-4000:]
+        assert not left, [p.info["cmdline"][:3] for p in left]  # the block's kill stopped both nodes
+        node_logs = {node: (ray_tmp / node).glob("session_*/logs/worker-*.out") for node in ("head", "worker")}
+        actors = {node: {line for f in files for line in f.read_text().splitlines() if line.startswith(":actor_name:")}
+                  for node, files in node_logs.items()}  # fmt: skip
+        for node in ("head", "worker"):  # one training rank and its rollout server on each node
+            assert {":actor_name:WorkerDict", ":actor_name:HFGenerateServer"} <= actors[node], (node, actors[node])
+    finally:
+        for proc in processes_under(ray_tmp):  # only if the block failed to stop them: by process id
+            proc.kill()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    steps = training_rows(out / "metrics.jsonl")
+    assert [s["training/global_step"] for s in steps] == [1, 2]
+    for step in steps:
+        assert all(f"gdpo/{name}/mean" in step for name in COMPONENTS)
+        assert all(math.isfinite(step[k]) for k in ("critic/advantages/min", "critic/advantages/max"))
+        assert step["training/rollout_probs_diff_max"] < SYNC_TOLERANCE
