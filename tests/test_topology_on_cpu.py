@@ -129,6 +129,26 @@ def test_impossible_topologies_are_refused_naming_values_and_fix(monkeypatch, ov
         compose_cfg("demo", [*DEMO, *overrides])
 
 
+def _bench():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_demo", Path(__file__).parents[1] / "bench" / "demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_arms_add_their_overrides_side_by_side():
+    parse = _bench().parse_variants
+    arms = parse([], ["ranks1=trainer.n_gpus_per_node=1", "ranks2=trainer.n_gpus_per_node=2 data.seed=3"])
+    assert arms == {"ranks1": (None, ["trainer.n_gpus_per_node=1"]),
+                    "ranks2": (None, ["trainer.n_gpus_per_node=2", "data.seed=3"])}  # fmt: skip
+    assert parse([], []) == {"": (None, [])}
+    for bad in (["ranks1"], ["=x=1"], ["a= "], ["a=x=1", "a=x=2"]):
+        with pytest.raises(SystemExit, match="--arm .*expected NAME="):
+            parse([], bad)
+
+
 # --- slow: training with two ranks, and across two Ray nodes ------------------------------------------------------
 
 MICRO_8 = [f"actor_rollout_ref.{k}=8" for k in ("rollout.log_prob_micro_batch_size_per_gpu",
