@@ -149,6 +149,17 @@ def test_bench_arms_add_their_overrides_side_by_side():
             parse([], bad)
 
 
+@pytest.mark.parametrize(
+    "args", [["--nodes", "0"], ["--nodes", "2", "--gpus", "-1"], ["--nodes", "2", "--timeout", "0"]]
+)
+def test_ray_nodes_refuses_bad_arguments(args, capsys):
+    from gdpo_verl.tools.ray_nodes import main
+
+    with pytest.raises(SystemExit):
+        main(args)
+    assert "must be >= 1" in capsys.readouterr().err
+
+
 # --- slow: training with two ranks, and across two Ray nodes ------------------------------------------------------
 
 MICRO_8 = [f"actor_rollout_ref.{k}=8" for k in ("rollout.log_prob_micro_batch_size_per_gpu",
