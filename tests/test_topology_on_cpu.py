@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -251,13 +252,15 @@ def free_ports(count: int) -> int:
     raise RuntimeError(f"no {count} consecutive free ports")
 
 
-def processes_under(folder: Path) -> list[psutil.Process]:
-    """Processes whose command line names ``folder`` (the Ray nodes started with --temp-dir in it)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        if any(str(folder) in arg for arg in proc.info["cmdline"] or ()):
-            found.append(proc)
-    return found
+def processes_under(folder: Path, grace_s: float = 0.0) -> list[psutil.Process]:
+    """Processes whose command line names ``folder`` (the Ray nodes started with --temp-dir in it), after waiting up
+    to ``grace_s`` seconds for them to exit (a node's workers exit shortly after its raylet)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        found = [p for p in psutil.process_iter(["cmdline"]) if any(str(folder) in a for a in p.info["cmdline"] or ())]
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.5)
 
 
 @pytest.mark.slow
@@ -273,7 +276,7 @@ def test_two_ray_nodes_train_with_the_readme_commands(assets, tmp_path):
         with open(log, "w") as fh:
             run = subprocess.run(["bash", "-c", two_nodes_block()], cwd=README.parents[1], env=env, stdout=fh,
                                  stderr=subprocess.STDOUT, timeout=900, start_new_session=True)  # fmt: skip
-        left = processes_under(ray_tmp)
+        left = processes_under(ray_tmp, grace_s=30)
         text = log.read_text()
         assert run.returncode == 0 and "two-node run: exit status 0" in text, text[-4000:]
         assert not left, [p.info["cmdline"][:3] for p in left]  # the block's kill stopped both nodes
