@@ -177,7 +177,11 @@ def algorithm_config(out: Path):
     with initialize_config_dir(str(HELPERS / "configs"), version_base=None):
         cfg = compose(
             "e2e_recorded",
-            overrides=[*(o for o in recorded(out) if o.startswith("recorded_")), "algorithm.adv_estimator=gdpo"],
+            overrides=[
+                "hydra.searchpath=[pkg://gdpo_verl.recipes,pkg://verl.trainer.config]",  # as gdpo_verl.main has them
+                *(o for o in recorded(out) if o.startswith("recorded_")),
+                "algorithm.adv_estimator=gdpo",
+            ],
         )
     apply_components(cfg)
     return cfg.algorithm
