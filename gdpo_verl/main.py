@@ -11,8 +11,9 @@ Run (from any directory):
 A plain Hydra app: its configs are ``recipes/`` (installed as ``gdpo_verl.recipes``); each recipe composes
 ``gdpo_trainer``, which composes verl's ``ppo_trainer`` (``hydra.searchpath: [pkg://verl.trainer.config]`` in each
 primary config). In the job, ``launch.device`` (YAML or command line) decides the device: on CPU the backend is
-activated and the config is composed again with the CPU preset (``gdpo_verl.cpu.cpu_overrides``) before the
-job's own overrides, so those still win. Before Ray starts it derives ``algorithm.gdpo_reward_*`` from
+activated and the config is composed again with the CPU preset (``gdpo_verl.cpu.cpu_config``) before the
+job's own overrides, so those still win (``trainer.nnodes``/``trainer.n_gpus_per_node`` size the local Ray, or
+``RAY_ADDRESS`` joins an existing cluster). Before Ray starts it derives ``algorithm.gdpo_reward_*`` from
 ``reward.gdpo.components`` and validates everything, so a bad config fails in seconds with the bad key named.
 Then it runs verl's ``run_ppo`` with verl's own TaskRunner (V1 or legacy, ``trainer.use_v1``); ``import verl``
 loads ``gdpo_verl.plugin`` in the TaskRunner and every Ray worker. Each job writes ``metrics.jsonl`` (verl's file
@@ -59,11 +60,13 @@ def with_device_preset(cfg: DictConfig) -> DictConfig:
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
 
-    from gdpo_verl.cpu import activate, cpu_overrides
+    from gdpo_verl.cpu import activate, cpu_config
 
     activate()
     job = HydraConfig.get()
-    return compose(config_name=job.job.config_name, overrides=[*cpu_overrides(), *job.overrides.task])
+    return cpu_config(
+        lambda overrides: compose(config_name=job.job.config_name, overrides=overrides), job.overrides.task
+    )
 
 
 def apply_components(cfg: DictConfig) -> RewardSpec | None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from hydra import compose, initialize_config_module
 
-from gdpo_verl.cpu import cpu_overrides
+from gdpo_verl.cpu import cpu_config
 
 
 def compose_config(name: str, overrides=(), device: str = "cpu"):
-    preset = cpu_overrides() if device == "cpu" else []
     with initialize_config_module("gdpo_verl.recipes", version_base=None):
-        return compose(name, overrides=[*preset, f"launch.device={device}", *overrides])
+        if device == "cpu":
+            return cpu_config(lambda preset: compose(name, overrides=preset), [f"launch.device={device}", *overrides])
+        return compose(name, overrides=[f"launch.device={device}", *overrides])
