@@ -51,6 +51,10 @@ def _cfg(model_dir, train, val, *overrides):
             f"data.train_files={train}",
             f"data.val_files={val}",
             "data.train_batch_size=2",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=2",  # 2 prompts x 8 samples = 16 rows, one rank
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
             "data.max_prompt_length=16",
             "data.max_response_length=16",
             "trainer.total_training_steps=null",
@@ -118,7 +122,8 @@ def test_unreadable_and_empty_data_files(model_dir, data, tmp_path):
 
 def test_gpu_count_is_checked_on_one_node(model_dir, data):
     train, val = data
-    cfg = _cfg(model_dir, train, val, "trainer.n_gpus_per_node=8", "data.filter_overlong_prompts=true")
+    micro = [f"actor_rollout_ref.{k}_micro_batch_size_per_gpu=2" for k in ("actor.ppo", "rollout.log_prob", "ref.log_prob")]
+    cfg = _cfg(model_dir, train, val, "trainer.n_gpus_per_node=8", "data.filter_overlong_prompts=true", *micro)
     with pytest.raises(ValueError, match=r"trainer.n_gpus_per_node=8 but this machine shows 0 GPU\(s\)"):
         check_run(cfg, on_cpu=False)
 
