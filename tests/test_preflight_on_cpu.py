@@ -122,7 +122,8 @@ def test_unreadable_and_empty_data_files(model_dir, data, tmp_path):
 
 def test_gpu_count_is_checked_on_one_node(model_dir, data):
     train, val = data
-    micro = [f"actor_rollout_ref.{k}_micro_batch_size_per_gpu=2" for k in ("actor.ppo", "rollout.log_prob", "ref.log_prob")]
+    keys = ("actor.ppo", "rollout.log_prob", "ref.log_prob")
+    micro = [f"actor_rollout_ref.{k}_micro_batch_size_per_gpu=2" for k in keys]
     cfg = _cfg(model_dir, train, val, "trainer.n_gpus_per_node=8", "data.filter_overlong_prompts=true", *micro)
     with pytest.raises(ValueError, match=r"trainer.n_gpus_per_node=8 but this machine shows 0 GPU\(s\)"):
         check_run(cfg, on_cpu=False)
