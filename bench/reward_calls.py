@@ -1,14 +1,15 @@
 """Reward calls under hung functions, and calls per second: the call path before and after, side by side.
 
 Run (under the heavy-job lock): ``python bench/reward_calls.py [--samples 2000] [--timeout-s 0.25]
-[--processes 2] [--limit-s 90]`` prints, for 0%, 1% and 33% of calls hanging, with a light and with a heavy main
-module, the wall time of scoring ``--samples`` calls with the call path before this change (a ``pebble`` process
-pool with the ``spawn`` context: every replaced worker re-imports the caller's main module) and after it (the
-worker host of ``gdpo_verl.reward_calls``), against the floor ``hung calls x timeout_s / processes``. Each case
-runs in a fresh child process whose main module is this file; with ``heavy`` it imports torch and verl at the
-top, as a training script or notebook does (``GDPO_BENCH_HEAVY_MAIN=1``). A case still running after
-``--limit-s`` s is stopped and shown as ``> limit``. The verdict column checks the target: after <= 1.25 x floor
-+ the healthy calls' own time (the same main module's 0% case).
+[--processes 2] [--limit-s 150] [--fractions 0% 1% 33%] [--paths before after]``. For 0%, 1% and 33% of calls
+hanging, with a light and with a heavy main module, it prints the wall time of scoring ``--samples`` calls with
+the call path before this change (a ``pebble`` process pool with the ``spawn`` context: every replaced worker
+re-imports the caller's main module) and after it (the worker host of ``gdpo_verl.reward_calls``), against the
+floor ``hung calls x timeout_s / processes``. Each case runs in a fresh child process whose main module is this
+file; with ``heavy`` it imports torch and verl at the top, as a training script or notebook does
+(``GDPO_BENCH_HEAVY_MAIN=1``). A case still running after ``--limit-s`` s is stopped and shown as ``> limit``.
+The verdict column checks the target: after <= 1.25 x floor + the healthy calls' own time (the same main
+module's 0% case).
 
 ``python bench/reward_calls.py --throughput [--samples 512] [--rounds 5] [--processes 2]``: calls per second per
 reward worker through ``MultiRewardManager``, killable process calls vs ``cheap`` (thread) calls, modes
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing
 import os
 import statistics
@@ -88,8 +90,10 @@ def hang_table(args) -> None:
     for main in ("light", "heavy"):
         healthy: dict[str, float] = {}
         for label, every in FRACTIONS.items():
-            walls: dict[str, float | None] = {}
-            for path in ("before", "after"):
+            if label not in args.fractions:
+                continue
+            walls: dict[str, float | None] = {"before": None, "after": None}
+            for path in args.paths:
                 env = dict(os.environ, GDPO_BENCH_HEAVY_MAIN="1" if main == "heavy" else "0")
                 case = [str(v) for v in (path, args.samples, every, args.timeout_s, args.processes, args.limit_s)]
                 # the child's own imports are not timed; its case is stopped at --limit-s, then killed at 600 s
@@ -105,9 +109,10 @@ def hang_table(args) -> None:
                 healthy = {p: w for p, w in walls.items()}
             hung = result["hung"]
             floor = hung * args.timeout_s / args.processes
-            target = 1.25 * floor + healthy["after"]
-            verdict = f"{walls['after']:.1f} <= {target:.1f}: {'yes' if walls['after'] <= target else 'NO'}"
-            shown = {p: (f"{w:.1f}" if w is not None else limit) for p, w in walls.items()}
+            target = 1.25 * floor + (healthy.get("after") or 0.0)
+            after = walls["after"] if walls["after"] is not None else math.inf
+            verdict = f"{after:.1f} <= {target:.1f}: {'yes' if after <= target else 'NO'}"
+            shown = {p: (f"{w:.1f}" if w is not None else limit if p in args.paths else "-") for p, w in walls.items()}
             print(f"| {main} | {label} | {hung} | {floor:.1f} | {shown['before']} | {shown['after']} | {verdict} |")
             sys.stdout.flush()
 
@@ -186,7 +191,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=None, help="2000 (hung calls) or 512 (--throughput)")
     parser.add_argument("--timeout-s", type=float, default=0.25)
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--limit-s", type=float, default=90)
+    parser.add_argument("--limit-s", type=float, default=150)
+    parser.add_argument("--fractions", nargs="+", default=list(FRACTIONS), choices=list(FRACTIONS))
+    parser.add_argument("--paths", nargs="+", default=["before", "after"], choices=["before", "after"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--case", nargs=6, help=argparse.SUPPRESS)

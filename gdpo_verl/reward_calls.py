@@ -403,6 +403,14 @@ def serve(processes: int, inbox_fd: int, outbox_fd: int) -> None:
             w.process.join()
 
 
+def _settle(future: concurrent.futures.Future, outcome: CallOutcome) -> None:
+    """Resolve ``future`` unless its caller cancelled it meanwhile (a cancelled await cancels the future)."""
+    try:
+        future.set_result(outcome)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
 @dataclass
 class _Host:
     process: subprocess.Popen
@@ -453,7 +461,7 @@ class RewardCaller:
                 with self._lock:
                     future = host.pending.pop(task, None)
                 if future is not None:
-                    future.set_result(self._outcome(kind, body))
+                    _settle(future, self._outcome(kind, body))
         except EOFError:
             reason = "it exited"
         except Exception as e:  # noqa: BLE001  (a broken pipe, a frame that is not ours)
@@ -470,7 +478,7 @@ class RewardCaller:
             if self._host is host:
                 self._host = None
         for future in pending.values():
-            future.set_result(CallOutcome(error=host.dead))
+            _settle(future, CallOutcome(error=host.dead))
 
     @staticmethod
     def _outcome(kind: str, body) -> CallOutcome:

@@ -255,3 +255,16 @@ def test_workers_never_import_the_callers_main_module(module_path, tmp_path):
     done = subprocess.run([sys.executable, str(script), module_path, str(log)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == ["__main__"]  # 4 workers killed and replaced, none re-imported it
+
+
+def test_a_cancelled_call_leaves_the_host_serving_the_others(caller, module_path):
+    async def cancel_one():
+        bound = bind(module_path, "hang", {}, "t")
+        task = asyncio.ensure_future(caller.call(bound, {"solution_str": ""}, 0.5))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        await asyncio.sleep(1.0)  # the host answers the cancelled call's time-out meanwhile
+
+    asyncio.run(cancel_one())
+    assert caller._host is not None and caller._host.dead is None
+    assert_healthy(caller, module_path)
