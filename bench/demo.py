@@ -5,6 +5,8 @@ Run: .venv/bin/python bench/demo.py --seeds 0 1 2            (about 2-4 minutes 
          --seeds 0 1 2 3 4 --plot docs/demo_toolcall_scale.png    (a second experiment; reward:max)
      .venv/bin/python bench/demo.py --methods gdpo --seeds 0 --variant before=/path/to/old/tree --variant after=.
          (the same runs with each source tree first on PYTHONPATH, alternating, to compare code side by side)
+     .venv/bin/python bench/demo.py --methods gdpo --seeds 0 --rollouts hf vllm
+         (the same runs with each CPU rollout engine, launch.rollout=hf|vllm, alternating: HF vs vLLM side by side)
 Each run is ``python -m gdpo_verl.main [--config-name C] algorithm.adv_estimator=M seed=S``, one after another,
 into ``--out`` (default bench_out/<config name>). Prints, from the runs' own metrics.jsonl:
   per run     wall s, peak RSS of the process tree (GiB), median s/step (steps 2+), median timing_s/gen as a
@@ -90,16 +92,21 @@ def parse_rewards(specs: list[str]) -> dict[str, float]:
     return out
 
 
-def parse_variants(specs: list[str]) -> dict[str, Path | None]:
-    """``NAME=SOURCE_DIR`` -> {name: dir}; none given: one unnamed variant running the current environment."""
+def parse_variants(specs: list[str], rollouts: list[str] | None = None) -> dict[str, tuple[Path | None, list[str]]]:
+    """``NAME=SOURCE_DIR`` -> {name: (dir, [])}; each of ``rollouts`` -> {"rollout=R": (None, ["launch.rollout=R"])};
+    none given: one unnamed variant running the current environment."""
+    if specs and rollouts:
+        raise SystemExit("--variant and --rollouts compare different things; give one of them")
+    if rollouts:
+        return {f"rollout={r}": (None, [f"launch.rollout={r}"]) for r in rollouts}
     if not specs:
-        return {"": None}
+        return {"": (None, [])}
     out = {}
     for spec in specs:
         name, sep, src = spec.partition("=")
         if not sep or not name or not Path(src, "gdpo_verl").is_dir():
             raise SystemExit(f"--variant {spec!r}: expected NAME=SOURCE_DIR with SOURCE_DIR/gdpo_verl present")
-        out[name] = Path(src).resolve()
+        out[name] = (Path(src).resolve(), [])
     return out
 
 
@@ -124,13 +131,14 @@ def main() -> None:
     parser.add_argument("--config-name", default="demo", help="recipe to run (gdpo_verl.main --config-name)")
     parser.add_argument("--rewards", nargs="+", default=list(REWARDS), help="reward[:max] names to report")
     parser.add_argument("--variant", action="append", default=[], help="NAME=SOURCE_DIR (repeatable)")
+    parser.add_argument("--rollouts", nargs="+", choices=["hf", "vllm"], help="CPU rollout engines to compare")
     parser.add_argument("--repeats", type=int, default=1, help="runs per (variant, method, seed), alternating")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=Path("docs/learning.png"))
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_args()
     rewards = parse_rewards(args.rewards)
-    variants = parse_variants(args.variant)
+    variants = parse_variants(args.variant, args.rollouts)
     args.out = args.out or Path("bench_out") / args.config_name
     first = next(iter(rewards))
 
@@ -138,7 +146,7 @@ def main() -> None:
     for seed in args.seeds:
         for rep in range(args.repeats):
             for method in args.methods:
-                for variant, src in variants.items():
+                for variant, (src, extra) in variants.items():
                     tag = "-".join(
                         x for x in (variant, method, f"seed{seed}", f"r{rep}" if args.repeats > 1 else "") if x
                     )
@@ -149,7 +157,7 @@ def main() -> None:
                         env["PYTHONPATH"] = os.pathsep.join([str(src), *filter(None, [env.get("PYTHONPATH")])])
                     cmd = [sys.executable, "-m", "gdpo_verl.main", "--config-name", args.config_name,
                            f"algorithm.adv_estimator={method}", f"seed={seed}", f"launch.output_dir={out}",
-                           *args.overrides]  # fmt: skip
+                           *extra, *args.overrides]  # fmt: skip
                     print(f"[bench] {tag} -> {out}", file=sys.stderr, flush=True)
                     code, wall, peak = run_tree_peak_rss(cmd, out / "run.log", env)
                     if code != 0:
@@ -160,6 +168,7 @@ def main() -> None:
                         "wall": wall,
                         "peak": peak,
                         "step_s": statistics.median(s["timing_s/step"] for s in steps[1:]),
+                        "gen_s": statistics.median(s["timing_s/gen"] for s in steps[1:]),
                         "gen_frac": statistics.median(s["timing_s/gen"] / s["timing_s/step"] for s in steps[1:]),
                         "adv_s": statistics.median(s["timing_s/adv"] for s in steps[1:]),
                         "steps": steps,
@@ -173,8 +182,11 @@ def main() -> None:
                         flush=True,
                     )
     if len(variants) > 1:
-        print("\n| variant | method | wall s (median) | s/step (median) | gen / step (median) | final validation |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "\n| variant | method | wall s (median) | s/step (median) | timing_s/gen (median) | gen / step (median) "
+            "| peak RSS GiB (max) | final validation |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         for variant in variants:
             for method in args.methods:
                 rs = [r for (v, m, _, _), r in runs.items() if v == variant and m == method]
@@ -182,9 +194,9 @@ def main() -> None:
                 print(
                     f"| {variant} | {method} | {statistics.median(r['wall'] for r in rs):.0f} | "
                     f"{statistics.median(r['step_s'] for r in rs):.2f} | "
+                    f"{statistics.median(r['gen_s'] for r in rs):.2f} | "
                     f"{statistics.median(r['gen_frac'] for r in rs):.0%} | "
-                    + " ".join(f"{k} {v:.3f}" for k, v in val.items())
-                    + " |"
+                    f"{max(r['peak'] for r in rs):.2f} | " + " ".join(f"{k} {v:.3f}" for k, v in val.items()) + " |"
                 )
         names = list(variants)
         for method in args.methods:
