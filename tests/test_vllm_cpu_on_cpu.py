@@ -51,6 +51,20 @@ def test_installed_vllm_is_the_cpu_build_under_the_alias_without_cuda_media_whee
     assert [p for p in CUDA_MEDIA_PACKAGES if installed_version(p) is not None] == []
 
 
+# --- the demo model --------------------------------------------------------------------------------------------------
+
+
+def test_demo_model_has_a_head_dim_vllms_cpu_attention_serves():
+    # vLLM's CPU attention supports head dims 32, 64 and >= 80 ("Unsupported CPU attention configuration" else)
+    from gdpo_verl.demo.model import build_model
+    from gdpo_verl.demo.tokenizer import build_tokenizer
+
+    model = build_model(build_tokenizer())
+    head_dim = model.config.hidden_size // model.config.num_attention_heads
+    assert head_dim in (32, 64) or head_dim >= 80, head_dim
+    assert sum(p.numel() for p in model.parameters()) == 148_800
+
+
 # --- the preset ------------------------------------------------------------------------------------------------------
 
 
@@ -131,3 +145,13 @@ def test_pushed_weights_change_vllms_greedy_output_as_the_weights_say(tmp_path):
     assert report["hf_a"] != report["hf_b"]  # the push has something to change
     assert report["after"] == report["hf_b"], report  # every bucket landed, tied lm_head included
     assert report["shm_left"] == []
+
+
+@needs_vllm
+@pytest.mark.slow
+def test_a_load_error_in_the_vllm_worker_fails_the_sync_with_that_error_instead_of_hanging(tmp_path):
+    # one pushed tensor has the wrong shape: the worker's own error reaches the caller, the sender is not left
+    # waiting for an acknowledgement, and the shared-memory bucket is gone
+    report = _probe(tmp_path, "bad")
+    assert report["error"] is not None, report
+    assert report["sender"] == "ok" and report["shm_left"] == [], report

@@ -1,8 +1,10 @@
 """Probe for tests/test_vllm_cpu_on_cpu.py: push weights into a vLLM CPU engine through verl's weight sync.
 
-Run: ``python tests/helpers/vllm_weight_sync_probe.py OUT_DIR patched|unpatched``. Builds two tiny tied-embedding
+Run: ``python tests/helpers/vllm_weight_sync_probe.py OUT_DIR patched|unpatched|bad`` (``bad``: patched, and one
+pushed tensor has the wrong shape, so loading fails inside the vLLM worker). Builds two tiny tied-embedding
 Qwen2 models A and B (head dim 32, hidden 128: about 2 MB of weights, so a 1 MB bucket makes several buckets),
-serves A with vLLM in this process (``worker_extension_cls`` = verl's ``vLLMColocateWorkerExtension``), sends B's
+activates the CPU backend as a CPU run's processes do (``patched``: with the vLLM hooks), serves A with vLLM in
+this process (``worker_extension_cls`` = verl's ``vLLMColocateWorkerExtension``), sends B's
 weights with verl's ``BucketedWeightSender`` over shared memory, and prints one JSON line: the greedy tokens of
 vLLM before and after the push, those of A and B under transformers, the worker call's error (if any) and the
 ``/dev/shm/verl_weights_*`` files left behind.
@@ -50,10 +52,12 @@ def main(out_dir: str, mode: str) -> None:
     a, b = tiny(0), tiny(1)
     a.save_pretrained(out_dir)
     shm_before = set(glob.glob("/dev/shm/verl_weights_*"))
-    if mode == "patched":
-        from gdpo_verl.cpu import vllm_patches
+    if mode in ("patched", "bad"):
+        os.environ["GDPO_VERL_ROLLOUT"] = "vllm"  # what the CPU preset sets for rollout=vllm
+    from gdpo_verl.cpu import activate, vllm_patches
 
-        vllm_patches.apply()
+    activate()  # the CPU backend, as in every process of a CPU run (with the vLLM hooks when patched)
+    assert vllm_patches.is_applied() == (mode != "unpatched")
     from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightSender
     from vllm import LLM, SamplingParams
 
@@ -72,9 +76,13 @@ def main(out_dir: str, mode: str) -> None:
     sender = BucketedWeightSender(zmq_handle=handle, bucket_size_mb=1, use_shm=True)
     sent: list[str] = []
 
+    pushed = dict(b.state_dict())
+    if mode == "bad":
+        pushed["model.layers.1.mlp.down_proj.weight"] = torch.zeros(3, 5)
+
     def send() -> None:
         try:
-            asyncio.run(sender.async_send_weights(iter(b.state_dict().items())))
+            asyncio.run(sender.async_send_weights(iter(pushed.items())))
             sent.append("ok")
         except BaseException as exc:  # noqa: BLE001  # reported
             sent.append(repr(exc))
