@@ -258,7 +258,7 @@ def run(cfg: DictConfig) -> Path:
         a = cfg.algorithm
         print(
             f"[gdpo-verl] dry run ok: adv_estimator={a.adv_estimator} seed={cfg.seed} "
-            f"rollout={cfg.actor_rollout_ref.rollout.name} "
+            f"rollout={cfg.actor_rollout_ref.rollout.name} rollout_dtype={cfg.actor_rollout_ref.rollout.dtype} "
             f"components={list(a.get('gdpo_reward_keys') or [])} weights={list(a.get('gdpo_reward_weights') or [])} "
             f"output_dir={out}",
             flush=True,

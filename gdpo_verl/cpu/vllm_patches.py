@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import traceback
 from collections.abc import Callable
 from importlib.metadata import version
 
@@ -148,7 +149,7 @@ def _cpu_update_weights_from_ipc(original: Callable) -> Callable:
         models = list(self._iter_all_models_with_config())
         for model, _ in models:
             initialize_layerwise_reload(model)
-        errors: list[BaseException] = []
+        errors: list[str] = []
 
         def on_bucket_received(weights, is_last: bool) -> None:
             if errors:
@@ -156,13 +157,15 @@ def _cpu_update_weights_from_ipc(original: Callable) -> Callable:
             try:
                 copied = [(name, tensor.clone()) for name, tensor in weights]  # out of the shared-memory bucket
                 self._update_weights(copied, peft_config=None, base_sync_done=base_sync_done)
-            except BaseException as exc:  # noqa: BLE001  # re-raised after the transfer
-                errors.append(exc)
+            except Exception:  # noqa: BLE001  # re-raised after the transfer
+                # only the text is kept: the traceback's frames hold views into the bucket, and the receiver cannot
+                # close the shared memory while they live ("BufferError: cannot close exported pointers exist")
+                errors.append(traceback.format_exc())
 
         receiver = BucketedWeightReceiver(self._get_zmq_handle(), device=torch.device("cpu"), use_shm=use_shm)
         receiver.receive_weights(on_bucket_received=on_bucket_received)
         if errors:
-            raise errors[0]
+            raise RuntimeError(f"vLLM worker: loading the pushed weights failed:\n{errors[0]}")
         for model, model_config in models:
             finalize_layerwise_reload(model, model_config)
             redispatch_tied_lm_head(model)
