@@ -93,7 +93,7 @@ def main(out_dir: str, mode: str) -> None:
     try:
         llm.collective_rpc("update_weights_from_ipc", kwargs={"use_shm": True})
     except Exception as exc:  # noqa: BLE001  # reported
-        error = f"{type(exc).__name__}: {exc}"[:500]
+        error = f"{type(exc).__name__}: {exc}"
     thread.join(timeout=60)
     after = greedy() if error is None else None
     shm_left = sorted(set(glob.glob("/dev/shm/verl_weights_*")) - shm_before)
