@@ -93,12 +93,12 @@ def parse_rewards(specs: list[str]) -> dict[str, float]:
 
 
 def parse_variants(specs: list[str], rollouts: list[str] | None = None) -> dict[str, tuple[Path | None, list[str]]]:
-    """``NAME=SOURCE_DIR`` -> {name: (dir, [])}; each of ``rollouts`` -> {"rollout=R": (None, ["launch.rollout=R"])};
+    """``NAME=SOURCE_DIR`` -> {name: (dir, [])}; each of ``rollouts`` -> {"rollout-R": (None, ["launch.rollout=R"])};
     none given: one unnamed variant running the current environment."""
     if specs and rollouts:
         raise SystemExit("--variant and --rollouts compare different things; give one of them")
     if rollouts:
-        return {f"rollout={r}": (None, [f"launch.rollout={r}"]) for r in rollouts}
+        return {f"rollout-{r}": (None, [f"launch.rollout={r}"]) for r in rollouts}  # no "=": names become paths
     if not specs:
         return {"": (None, [])}
     out = {}
