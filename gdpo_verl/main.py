@@ -54,18 +54,23 @@ def wants_cpu(cfg: DictConfig) -> bool:
 
 
 def with_device_preset(cfg: DictConfig) -> DictConfig:
-    """On CPU: activate the backend and compose the job's config again with the CPU preset before its overrides."""
+    """On CPU: activate the backend and compose the job's config again with the CPU preset before its overrides.
+
+    The preset's rollout engine is ``launch.rollout``; a job that sets ``actor_rollout_ref.rollout.name`` to another
+    CPU engine itself (as the GPU recipes do with ``vllm``) gets that engine's preset instead."""
     if not wants_cpu(cfg):
         return cfg
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
 
     from gdpo_verl.cpu import activate, cpu_config
+    from gdpo_verl.cpu.preset import ROLLOUTS
 
+    rollout = check_choice("launch.rollout", cfg.launch.get("rollout", ROLLOUTS[0]), ROLLOUTS)
     activate()
     job = HydraConfig.get()
     return cpu_config(
-        lambda overrides: compose(config_name=job.job.config_name, overrides=overrides), job.overrides.task
+        lambda overrides: compose(config_name=job.job.config_name, overrides=overrides), job.overrides.task, rollout
     )
 
 
@@ -276,7 +281,7 @@ def run(cfg: DictConfig) -> Path:
         a = cfg.algorithm
         print(
             f"[gdpo-verl] dry run ok: adv_estimator={a.adv_estimator} seed={cfg.seed} "
-            f"rollout={cfg.actor_rollout_ref.rollout.name} "
+            f"rollout={cfg.actor_rollout_ref.rollout.name} rollout_dtype={cfg.actor_rollout_ref.rollout.dtype} "
             f"components={list(a.get('gdpo_reward_keys') or [])} weights={list(a.get('gdpo_reward_weights') or [])} "
             f"output_dir={out} (not created: a dry run writes nothing)",
             flush=True,

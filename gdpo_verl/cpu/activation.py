@@ -4,7 +4,8 @@ In order, it checks that verl is 0.9.1 (``gdpo_verl.pins.check_verl_version``), 
 :class:`gdpo_verl.cpu.platform.CPUPlatform` in verl's
 ``PlatformRegistry`` and installs it as the process's platform, registers the FSDP engines for device ``cpu``
 (:mod:`gdpo_verl.cpu.engine`) and the HF rollout ``rollout.name=hf`` (:mod:`gdpo_verl.cpu.hf_rollout`), applies
-:mod:`gdpo_verl.cpu.patches`, and puts :func:`worker_env_vars` into ``os.environ`` (``GDPO_VERL_DEVICE=cpu`` and
+:mod:`gdpo_verl.cpu.patches` (and :mod:`gdpo_verl.cpu.vllm_patches` where ``GDPO_VERL_ROLLOUT=vllm``), and puts
+:func:`worker_env_vars` into ``os.environ`` (``GDPO_VERL_DEVICE=cpu`` and
 :mod:`gdpo_verl.cpu.autoload` in ``VERL_USE_EXTERNAL_MODULES``), so that processes started from here, such as a
 local Ray cluster and its workers, activate the backend themselves on ``import verl``.
 
@@ -16,6 +17,7 @@ environment and, for clusters started elsewhere, in the job's runtime environmen
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 
@@ -24,6 +26,10 @@ from gdpo_verl.verl_env import EXTERNAL_MODULES_ENV, with_external_modules
 DEVICE_ENV_FLAG = "GDPO_VERL_DEVICE"
 DEVICE_ENV_VALUE = "cpu"
 AUTOLOAD_MODULE = "gdpo_verl.cpu.autoload"
+#: set to ``vllm`` in the workers of a CPU run whose rollout is vLLM (the CPU preset does): activation then also
+#: applies :mod:`gdpo_verl.cpu.vllm_patches` (when vLLM is installed); other runs never import vLLM.
+ROLLOUT_ENV_FLAG = "GDPO_VERL_ROLLOUT"
+VLLM_ROLLOUT = "vllm"
 
 logger = logging.getLogger(__name__)
 _active = False
@@ -72,5 +78,9 @@ def activate() -> None:
     engine.register()
     hf_rollout.register()
     patches.apply()
+    if os.environ.get(ROLLOUT_ENV_FLAG) == VLLM_ROLLOUT and importlib.util.find_spec("vllm") is not None:
+        from gdpo_verl.cpu import vllm_patches  # imports vLLM: only in runs whose rollout is vLLM
+
+        vllm_patches.apply()
     _active = True
     logger.info("gdpo_verl: verl CPU backend active in pid %s", os.getpid())

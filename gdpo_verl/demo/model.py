@@ -1,7 +1,8 @@
 """The demo's tiny causal LM: a randomly initialised Qwen2 (transformers ``Qwen2Config``), float32.
 
-Default size: hidden 64, 2 layers, 4 query heads / 2 key-value heads (head dim 16), MLP 256, tied
-embeddings, 128 positions; about 140 k parameters with the demo tokenizer's 266-token vocabulary, so
+Default size: hidden 64, 2 layers, 2 query heads / 2 key-value heads (head dim 32: vLLM's CPU attention takes head
+dims 32, 64 and >= 80, so ``rollout.name=vllm`` can serve it), MLP 256, tied embeddings, 128 positions; 148,800
+parameters with the demo tokenizer's 266-token vocabulary, so
 one forward/backward of a 64 x 20 batch takes about 50 ms on one CPU core. Uses ``sdpa`` attention
 (no FlashAttention on CPU). Logits have shape ``(batch, seq, vocab)``.
 Build one with ``python -m gdpo_verl.demo.model OUT_DIR`` (random weights, demo tokenizer ids).

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class ModelSize:
-    """Shape of the tiny Qwen2 (head dim = hidden / heads)."""
+    """Shape of the tiny Qwen2 (head dim = hidden / heads; vLLM's CPU attention needs a head dim of 32, 64 or >= 80)."""
 
     hidden: int = 64
     layers: int = 2
-    heads: int = 4
+    heads: int = 2
     kv_heads: int = 2
     mlp: int = 256
     max_positions: int = 128
