@@ -185,7 +185,12 @@ def prepare(cfg: DictConfig) -> tuple[Path, Preflight]:
             cfg.actor_rollout_ref.model.path = str(assets.model_dir)
             cfg.data.train_files = str(assets.train_parquet)
             cfg.data.val_files = str(assets.val_parquet)
-        env = cfg.ray_kwargs.ray_init.setdefault("runtime_env", {}).setdefault("env_vars", {})
+        ray_init = cfg.ray_kwargs.ray_init  # (DictConfig.setdefault returns the default, not a node in the config)
+        if ray_init.get("runtime_env") is None:
+            ray_init.runtime_env = {}
+        if ray_init.runtime_env.get("env_vars") is None:
+            ray_init.runtime_env.env_vars = {}
+        env = ray_init.runtime_env.env_vars
         env[EXTERNAL_MODULES_ENV] = with_external_modules(env.get(EXTERNAL_MODULES_ENV), PLUGIN_MODULE)
         env["VERL_FILE_LOGGER_PATH"] = str(out / METRICS_FILE)
         env.setdefault("TENSORBOARD_DIR", str(out / TENSORBOARD_DIR))  # verl's default: tensorboard_log/ in the cwd
