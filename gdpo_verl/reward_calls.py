@@ -273,8 +273,25 @@ def loads_plain(data: bytes):
 # ---------------------------------------------------------------------------------------------- the worker host
 
 
-def _work(conn, close_fds: tuple[int, ...]) -> None:
+PR_SET_PDEATHSIG = 1  # prctl(2) option: the signal a process gets when its parent dies (Linux)
+
+
+def _die_with_host(host_pid: int) -> None:
+    """Have the kernel kill this worker when its host dies (a host killed outright cannot kill a worker stuck in a
+    hung call, which would then spin forever as an orphan); exit now if the host is already gone."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the host's own clean-up still kills its workers
+        pass
+    if os.getppid() != host_pid:
+        os._exit(0)
+
+
+def _work(conn, close_fds: tuple[int, ...], host_pid: int) -> None:
     """A worker's loop: read pickled ``(call, available)``, answer pickled plain ``(value | None, error | None)``."""
+    _die_with_host(host_pid)
     for fd in close_fds:  # the host's pipes to the caller and to other workers are not ours to touch
         try:
             os.close(fd)
@@ -337,7 +354,7 @@ def serve(processes: int, inbox_fd: int, outbox_fd: int) -> None:
     def start_worker() -> _Worker:
         mine, theirs = fork.Pipe()
         others = [inbox_fd, outbox_fd, mine.fileno()] + [w.conn.fileno() for w in workers if not w.conn.closed]
-        process = fork.Process(target=_work, args=(theirs, tuple(others)), daemon=True)
+        process = fork.Process(target=_work, args=(theirs, tuple(others), os.getpid()), daemon=True)
         process.start()
         theirs.close()
         return _Worker(process, mine)

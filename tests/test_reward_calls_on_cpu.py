@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 
+import psutil
 import pytest
 
 from gdpo_verl.reward_calls import CallOutcome, RewardCaller, Unusable, bind, loads_plain, to_plain
@@ -189,14 +190,19 @@ def test_a_lost_host_fails_pending_calls_and_the_next_call_starts_a_new_one(modu
     try:
         bound = bind(module_path, "hang", {}, "t")
 
+        workers = []
+
         async def hang_then_kill_host():
             pending = asyncio.ensure_future(caller.call(bound, {"solution_str": ""}, 60))
             await asyncio.sleep(1.0)
+            workers.extend(psutil.Process(caller._host.process.pid).children())
             caller._host.process.kill()
             return await pending
 
         outcome = asyncio.run(hang_then_kill_host())
         assert outcome.error.startswith("the reward worker host is gone (it exited; exit code -9)"), outcome
+        # the worker stuck in the hung call dies with its host instead of spinning on as an orphan
+        assert workers and not psutil.wait_procs(workers, timeout=5)[1]
         assert_healthy(caller, module_path)
     finally:
         caller.close()
