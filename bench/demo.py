@@ -206,7 +206,8 @@ def main() -> None:
                     f"{max(r['peak'] for r in rs):.2f} | {statistics.median(r['step_s'] for r in rs):.2f} | "
                     f"{statistics.median(r['gen_s'] for r in rs):.2f} | "
                     f"{statistics.median(r['gen_frac'] for r in rs):.0%} | "
-                    f"{max(r['peak'] for r in rs):.2f} | " + " ".join(f"{k} {v:.3f}" for k, v in val.items()) + " |"
+                    + " ".join(f"{k} {v:.3f}" for k, v in val.items())
+                    + " |"
                 )
         names = list(variants)
         for method in args.methods:
