@@ -79,8 +79,15 @@ def check_mask(response_mask) -> None:
         raise ValueError(
             f"response_mask must be an integer, bool or float tensor of 0/1; got dtype {response_mask.dtype}"
         )
-    bad = ~((response_mask == 0) | (response_mask == 1))
-    if bool(bad.any()):
+    if response_mask.dtype == torch.bool:
+        return
+    if response_mask.dtype.is_floating_point:
+        ok = not bool(((response_mask != 0) & (response_mask != 1)).any())
+    else:  # one pass, no (bs, T) temporary: the common case (verl's int64 mask) costs a min/max reduction
+        low, high = torch.aminmax(response_mask)
+        ok = bool(low >= 0) and bool(high <= 1)
+    if not ok:
+        bad = ~((response_mask == 0) | (response_mask == 1))
         row, col = (int(i) for i in bad.nonzero()[0])
         raise ValueError(
             f"response_mask must hold only 0 and 1; found {response_mask[row, col].item()!r} at [{row}, {col}] "
