@@ -47,7 +47,8 @@ def test_the_projects_path_variables_point_into_mounted_volumes(compose):
     # data, checkpoints and evaluations outlive the container
     train = compose["services"]["train"]
     targets = {re.sub(r"\$\{[^}]*\}", "HOST", volume).split(":")[1] for volume in train["volumes"]}
-    code = "\n".join(p.read_text() for d in ("gdpo_verl", "data_prep", "recipes") for p in (ROOT / d).rglob("*.*"))
+    sources = [p for d in ("gdpo_verl", "data_prep", "recipes") for p in (ROOT / d).rglob("*")]
+    code = "\n".join(p.read_text() for p in sources if p.suffix in (".py", ".yaml", ".sh"))
     variables = {k: v for k, v in train["environment"].items() if k.startswith("GDPO_")}
     assert variables, "the train service sets none of the project's path variables"
     for name, value in variables.items():
