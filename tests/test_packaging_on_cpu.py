@@ -28,9 +28,12 @@ def test_every_package_of_the_tree_is_listed_in_pyproject():
     assert setuptools["package-dir"] == {"gdpo_verl.recipes": "recipes", "gdpo_verl.data_prep": "data_prep"}
 
 
-@pytest.mark.slow
-def test_installed_wheel_composes_a_recipe_from_another_directory(tmp_path):
-    wheels, site, elsewhere, source = (tmp_path / d for d in ("wheels", "site", "elsewhere", "source"))
+@pytest.fixture(scope="module")
+def installed_wheel(tmp_path_factory):
+    """The wheel built once from a copy of the checkout and installed with ``pip --target``: (site, elsewhere, the
+    build's stderr). Both slow tests use this one install."""
+    root = tmp_path_factory.mktemp("wheel")
+    wheels, site, elsewhere, source = (root / d for d in ("wheels", "site", "elsewhere", "source"))
     elsewhere.mkdir()
     # build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
@@ -42,11 +45,17 @@ def test_installed_wheel_composes_a_recipe_from_another_directory(tmp_path):
     build = subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)],
                            capture_output=True, text=True, timeout=300)  # fmt: skip
     assert build.returncode == 0, build.stderr[-2000:]
-    assert "Package 'gdpo_verl" not in build.stderr and "license" not in build.stderr.lower(), build.stderr[-2000:]
     (wheel,) = wheels.glob("gdpo_verl-*.whl")
     install = subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     assert install.returncode == 0, install.stderr[-2000:]
+    return site, elsewhere, build.stderr
+
+
+@pytest.mark.slow
+def test_installed_wheel_composes_a_recipe_from_another_directory(installed_wheel):
+    site, elsewhere, build_stderr = installed_wheel
+    assert "Package 'gdpo_verl" not in build_stderr and "license" not in build_stderr.lower(), build_stderr[-2000:]
     assert (site / "gdpo_verl" / "recipes" / "toolcall.yaml").is_file()
     assert (site / "gdpo_verl" / "recipes" / "method" / "grpo.yaml").is_file()
     env = {**os.environ, "PYTHONPATH": str(site)}
@@ -75,20 +84,8 @@ README_COMMANDS = [
 
 
 @pytest.mark.slow
-def test_installed_wheel_runs_the_readme_commands_from_another_directory(tmp_path):
-    wheels, site, elsewhere, source = (tmp_path / d for d in ("wheels", "site", "elsewhere", "source"))
-    elsewhere.mkdir()
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for name in ("gdpo_verl", "recipes", "data_prep"):
-        shutil.copytree(ROOT / name, source / name, ignore=skip)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)], check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
-    (wheel,) = wheels.glob("gdpo_verl-*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, capture_output=True,
-                   timeout=300)  # fmt: skip
+def test_installed_wheel_runs_the_readme_commands_from_another_directory(installed_wheel):
+    site, elsewhere, _ = installed_wheel
     env = {**os.environ, "PYTHONPATH": str(site)}
 
     def run(*args):
