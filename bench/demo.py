@@ -1,24 +1,28 @@
-"""Benchmark: a CPU demo, GDPO vs GRPO, several seeds: learning, seconds per step, wall time, peak memory.
+"""Benchmark: a CPU demo, GDPO vs GRPO (or any method preset), several seeds: learning, s/step, wall time, memory.
 
 Run: .venv/bin/python bench/demo.py --seeds 0 1 2            (about 2-4 minutes per run on 2 cores)
      .venv/bin/python bench/demo.py --config-name demo_toolcall_scale --rewards format:1 correctness:3 \
          --seeds 0 1 2 3 4 --plot docs/demo_toolcall_scale.png    (a second experiment; reward:max)
+     .venv/bin/python bench/demo.py --config-name demo_toolcall_scale --rewards format:1 correctness:3 \
+         --methods gdpo gd2po saw rvpo grpo --seeds 0 1 2 3 4 --plot docs/demo_toolcall_methods.png \
+         trainer.total_training_steps=20     (every method preset of recipes/method/ on the same seeds)
      .venv/bin/python bench/demo.py --methods gdpo --seeds 0 --variant before=/path/to/old/tree --variant after=.
          (the same runs with each source tree first on PYTHONPATH, alternating, to compare code side by side)
      .venv/bin/python bench/demo.py --methods gdpo --seeds 0 --arm ranks1="trainer.n_gpus_per_node=1" \
          --arm ranks2="trainer.n_gpus_per_node=2"    (the same runs with each arm's extra overrides, alternating)
      .venv/bin/python bench/demo.py --methods gdpo --seeds 0 --rollouts hf vllm
          (the same runs with each CPU rollout engine, launch.rollout=hf|vllm, alternating: HF vs vLLM side by side)
-Each run is ``python -m gdpo_verl.main [--config-name C] algorithm.adv_estimator=M seed=S``, one after another,
+Each run is ``python -m gdpo_verl.main [--config-name C] method=M seed=S``, one after another (seed-major),
 into ``--out`` (default bench_out/<config name>). Prints, from the runs' own metrics.jsonl:
   per run     wall s, peak RSS of the process tree (GiB), median s/step (steps 2+), median timing_s/gen as a
               fraction of the step, median s in the advantage step, final validation rewards
-  per method  GDPO/GRPO ratios of those timings (measured side by side in this invocation)
+  per method  its ratio to GDPO of those timings (measured side by side in this invocation)
   learning    per reward: mean over the first 3 steps, mean over the last 5, and the first step whose 3-step
               moving average reaches the target (start + 50% of the way to the reward's max); median over seeds,
               with 95% bootstrap intervals over seeds (10000 resamples) of the mean final value and steps-to-target
               (a seed that never reaches it counts as steps+1: a censored, optimistic value)
-  collapse    median over steps of gdpo/collapse/distinct_{gdpo,grpo} (distinct advantages per batch)
+  collapse    median over steps of gdpo/collapse/distinct_<m> for every method m (distinct advantages per batch,
+              every method counted on each run's own batches)
 and writes the per-reward curves of all runs (median and IQR band over seeds) to --plot (docs/learning.png).
 """
 
@@ -36,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from gdpo_verl.core.methods import METHOD_NAMES
 from gdpo_verl.tools.runs import training_rows
 
 REWARDS = ("format", "correctness", "brevity")
@@ -134,7 +139,7 @@ def final_validation(out: Path, names) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--methods", nargs="+", default=["gdpo", "grpo"], choices=["gdpo", "grpo"])
+    parser.add_argument("--methods", nargs="+", default=["gdpo", "grpo"], choices=METHOD_NAMES, help="method= presets")
     parser.add_argument("--config-name", default="demo", help="recipe to run (gdpo_verl.main --config-name)")
     parser.add_argument("--rewards", nargs="+", default=list(REWARDS), help="reward[:max] names to report")
     parser.add_argument("--variant", action="append", default=[], help="NAME=SOURCE_DIR (repeatable)")
@@ -166,7 +171,7 @@ def main() -> None:
                     if src is not None:
                         env["PYTHONPATH"] = os.pathsep.join([str(src), *filter(None, [env.get("PYTHONPATH")])])
                     cmd = [sys.executable, "-m", "gdpo_verl.main", "--config-name", args.config_name,
-                           f"algorithm.adv_estimator={method}", f"seed={seed}", f"launch.output_dir={out}",
+                           f"method={method}", f"seed={seed}", f"launch.output_dir={out}",
                            *args.overrides, *arm_overrides]  # fmt: skip
                     print(f"[bench] {tag} -> {out}", file=sys.stderr, flush=True)
                     code, wall, peak = run_tree_peak_rss(cmd, out / "run.log", env)
@@ -232,9 +237,12 @@ def main() -> None:
         peak = max(r["peak"] for r in rs)
         m = summary[method]
         print(f"| {method} | {m['wall']:.0f} | {peak:.2f} | {m['step_s']:.2f} | {m['adv_s'] * 1e3:.1f} |")
-    if {"gdpo", "grpo"} <= set(summary):
-        g, b = summary["gdpo"], summary["grpo"]
-        print(f"\nGDPO/GRPO: s/step {g['step_s'] / b['step_s']:.3f}, advantage step {g['adv_s'] / b['adv_s']:.3f}")
+    if "gdpo" in summary:
+        g = summary["gdpo"]
+        for method, b in summary.items():
+            if method != "gdpo":
+                print(f"{method}/gdpo: s/step {b['step_s'] / g['step_s']:.3f}, "
+                      f"advantage step {b['adv_s'] / g['adv_s']:.3f}")  # fmt: skip
 
     print(
         "\n| method | reward | first 3 steps | last 5 steps [95% CI of the mean] | "
@@ -257,14 +265,14 @@ def main() -> None:
                 f"{when} [{hit_lo:.1f}, {hit_hi:.1f}] |"
             )
 
-    print("\n| method | distinct advantages per batch, GDPO (median over steps and seeds) | same batch, GRPO |")
-    print("|---|---|---|")
+    counted = [m for m in METHOD_NAMES if any(f"gdpo/collapse/distinct_{m}" in s for r in runs.values() for s in r["steps"])]
+    print("\ndistinct advantages per batch (median over steps and seeds), every method counted on the same batches")
+    print("| run's method | " + " | ".join(f"under {m}" for m in counted) + " |")
+    print("|---|" + "---|" * len(counted))
     for method in args.methods:
-        per = {
-            k: [s[f"gdpo/collapse/distinct_{k}"] for seed in args.seeds for s in runs[(method, seed)]["steps"]]
-            for k in ("gdpo", "grpo")
-        }
-        print(f"| {method} | {statistics.median(per['gdpo']):.0f} | {statistics.median(per['grpo']):.0f} |")
+        steps = [s for seed in args.seeds for s in runs[(method, seed)]["steps"]]
+        cells = [[s[f"gdpo/collapse/distinct_{m}"] for s in steps if f"gdpo/collapse/distinct_{m}" in s] for m in counted]
+        print(f"| {method} | " + " | ".join(f"{statistics.median(c):.0f}" if c else "-" for c in cells) + " |")
 
     from gdpo_verl.tools.plot import plot_runs
 

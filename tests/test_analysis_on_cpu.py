@@ -13,7 +13,11 @@ import torch
 from helpers.oracles import verl_grpo_on_sum
 
 from gdpo_verl.core.advantage import gdpo_advantages, group_index
-from gdpo_verl.core.metrics import step_metrics
+from gdpo_verl.core.contract import RewardSettings
+from gdpo_verl.core.gd2po import gd2po_advantages
+from gdpo_verl.core.metrics import collapse_metrics, step_metrics
+from gdpo_verl.core.rvpo import rvpo_advantages
+from gdpo_verl.core.saw import saw_advantages
 from gdpo_verl.tools.analysis import (
     METHODS,
     batch_report,
@@ -44,8 +48,16 @@ def test_k2_g2_hand_derived():
     # GDPO (normalize each reward, then sum): aa bb cc dd -> (0,0); ab, ac, bd, cd: one reward differs ->
     #   (-.7071, .7071); ad: both differ the same way -> (-1.4142, 1.4142); bc: (01,10) the two rewards
     #   cancel -> (0,0).                                                                       3 distinct.
+    # GD2PO (sign filter): only bc has per-reward advantages of mixed signs (b: -.7071, +.7071); both rollouts are
+    #   masked (0,0) and the prompt weight of the others is 1: GDPO's 3 vectors.                 3 distinct.
+    # SAW: over the cell both rewards have the same values, equal weights: GDPO's.               3 distinct.
+    # RVPO (k=1, A = -ln mean_j exp(-z_j)): ab -> z (0,-.7071), (0,.7071) -> (-ln((1+e^.7071)/2), -ln((1+e^-.7071)/2))
+    #   = (-.4148, .2922), the same for ac, bd, cd; ad -> (-.7071, .7071); bc -> both rows z = (-.7071, .7071) or
+    #   (.7071, -.7071): -ln cosh(.7071) = -.2316 each, a group no longer centred; aa.. -> (0,0). 4 distinct.
     assert num_multisets(4, 2) == 10
-    assert count_distinct_groups(2, 2) == {"grpo": 2, "grpo_no_std": 3, "gdpo": 3}
+    assert count_distinct_groups(2, 2) == {"grpo": 2, "grpo_nostd": 3, "gdpo": 3, "gd2po": 3, "saw": 3, "rvpo": 4}
+    bc = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    assert method_advantages(bc, torch.tensor([0, 0]), 1, "rvpo").tolist() == pytest.approx([-0.2316] * 2, abs=1e-4)
 
 
 def test_k2_g3_hand_derived():
@@ -59,7 +71,8 @@ def test_k2_g3_hand_derived():
     #   Z,Z -> 0;  Z,O -> (-u,-u,2u);  Z,T -> (-2u,u,u);  O,O same row -> (-2u,-2u,4u), O,O different rows ->
     #   (u,u,-2u) = Z,T;  T,T same 0 row -> (-4u,2u,2u), different 0 rows -> (-u,-u,2u) = Z,O;
     #   O,T with the 1 of O on T's 0 row -> 0 (e.g. 10,01,01: sums 1,1,1), else -> (-3u,0,3u).  6 distinct.
-    assert count_distinct_groups(2, 3) == {"grpo": 4, "grpo_no_std": 6, "gdpo": 6}
+    counts = count_distinct_groups(2, 3)
+    assert {m: counts[m] for m in ("grpo", "grpo_nostd", "gdpo")} == {"grpo": 4, "grpo_nostd": 6, "gdpo": 6}
 
 
 @pytest.mark.parametrize("g", [2, 3, 4, 6])
@@ -71,20 +84,29 @@ def test_single_reward_counts_are_g(g):
 
 
 def oracle_count(k: int, g: int) -> dict[str, int]:
-    """Independent count: itertools enumeration, one group at a time through the project's public estimators."""
+    """Independent count: itertools enumeration, one group at a time through the project's public estimators;
+    SAW once over the whole cell (its weights are batch statistics), which checks the symmetry argument that
+    ``count_distinct_groups`` relies on."""
     vectors = [tuple(float(b) for b in bits) for bits in itertools.product([0, 1], repeat=k)]
     seen = {m: set() for m in METHODS}
     mask = torch.ones(g, 1)
-    for combo in itertools.combinations_with_replacement(vectors, g):
+    combos = list(itertools.combinations_with_replacement(vectors, g))
+    for combo in combos:
         scores = torch.tensor(combo, dtype=torch.float64)
         uids = ["p"] * g
         adv = {
             "grpo": verl_grpo_on_sum(scores, uids),
-            "grpo_no_std": verl_grpo_on_sum(scores, uids, norm_by_std=False),
+            "grpo_nostd": verl_grpo_on_sum(scores, uids, norm_by_std=False),
             "gdpo": gdpo_advantages(scores, uids, mask, final_norm="none")[:, 0],
+            "gd2po": gd2po_advantages(scores, uids, mask, final_norm="none")[:, 0],
+            "rvpo": rvpo_advantages(scores, uids, mask, risk=1.0, final_norm="none")[:, 0],
         }
         for m, values in adv.items():
             seen[m].add(tuple(sorted(round(v, 4) + 0.0 for v in values.tolist())))
+    cell = torch.tensor([row for combo in combos for row in combo], dtype=torch.float64)
+    uids = np.repeat(np.arange(len(combos)), g)
+    saw = saw_advantages(cell, uids, torch.ones(len(cell), 1), final_norm="none")[:, 0].view(len(combos), g)
+    seen["saw"] = {tuple(sorted(round(v, 4) + 0.0 for v in row)) for row in saw.tolist()}
     return {m: len(s) for m, s in seen.items()}
 
 
@@ -108,7 +130,7 @@ def test_method_ordering_in_every_cell():
     assert len(cells) == 15
     for (k, g), c in cells.items():
         assert c["gdpo"] >= c["grpo"], (k, g, c)
-        assert c["grpo_no_std"] >= c["grpo"], (k, g, c)
+        assert c["grpo_nostd"] >= c["grpo"], (k, g, c)
         if k >= 2 and g >= 3:
             assert c["gdpo"] > c["grpo"], (k, g, c)  # strictly finer resolution with >= 2 rewards
 
@@ -139,12 +161,12 @@ def test_method_advantages_match_public_estimators():
         method_advantages(scores, group, n, "gdpo", w).float(),
         gdpo_advantages(scores, uids, mask, w, final_norm="none")[:, 0],
     )
-    for method, by_std in [("grpo", True), ("grpo_no_std", False)]:
+    for method, by_std in [("grpo", True), ("grpo_nostd", False)]:
         torch.testing.assert_close(
             method_advantages(scores, group, n, method, w).float(),
             verl_grpo_on_sum(scores, uids, w, norm_by_std=by_std),
         )
-    with pytest.raises(ValueError, match="valid values: grpo, grpo_no_std, gdpo"):
+    with pytest.raises(ValueError, match="valid values: grpo, grpo_nostd, gdpo, gd2po, saw, rvpo"):
         method_advantages(scores, group, n, "ppo")
 
 
@@ -184,14 +206,22 @@ def test_batch_report_matches_training_metrics_and_oracle():
     )
     assert by["gdpo"]["distinct_values"] == logged["gdpo/collapse/distinct_gdpo"]
     assert by["grpo"]["distinct_values"] == logged["gdpo/collapse/distinct_grpo"]
+    settings = RewardSettings(tuple(used), (1.0, 1.0))
+    counted = collapse_metrics(settings, torch.tensor(frame[used].to_numpy()), frame["uid"].to_numpy())
+    for m in ("gd2po", "saw", "rvpo"):
+        assert by[m]["distinct_values"] == counted[f"gdpo/collapse/distinct_{m}"], m
     # distinct group vectors: a per-group Python oracle through the public estimators
     scores = torch.tensor(frame[used].to_numpy())
     mask = torch.ones(len(frame), 1)
     adv = {
         "grpo": verl_grpo_on_sum(scores, frame["uid"].tolist()),
-        "grpo_no_std": verl_grpo_on_sum(scores, frame["uid"].tolist(), norm_by_std=False),
+        "grpo_nostd": verl_grpo_on_sum(scores, frame["uid"].tolist(), norm_by_std=False),
         "gdpo": gdpo_advantages(scores, frame["uid"].tolist(), mask, final_norm="none")[:, 0],
+        "gd2po": gd2po_advantages(scores, frame["uid"].tolist(), mask, final_norm="none")[:, 0],
+        "saw": saw_advantages(scores, frame["uid"].tolist(), mask, final_norm="none")[:, 0],
+        "rvpo": rvpo_advantages(scores, frame["uid"].tolist(), mask, risk=1.0, final_norm="none")[:, 0],
     }
+    assert set(adv) == set(METHODS)
     for m, values in adv.items():
         groups = {}
         for uid, v in zip(frame["uid"], values.tolist()):
@@ -224,10 +254,16 @@ def test_cli_csv_exact(capsys):
     assert out[1:] == [
         "grpo,2,2,2",
         "grpo,2,3,4",
-        "grpo_no_std,2,2,3",
-        "grpo_no_std,2,3,6",
+        "grpo_nostd,2,2,3",
+        "grpo_nostd,2,3,6",
         "gdpo,2,2,3",
         "gdpo,2,3,6",
+        "gd2po,2,2,3",
+        "gd2po,2,3,8",
+        "saw,2,2,3",
+        "saw,2,3,6",
+        "rvpo,2,2,4",
+        "rvpo,2,3,9",
     ]
 
 
@@ -235,16 +271,16 @@ def test_cli_markdown_and_plot(capsys, tmp_path):
     png = tmp_path / "figs" / "distinct.png"
     main(["distinct", "--rewards", "1-2", "--rollouts", "2,4", "--format", "markdown", "--plot", str(png)])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split("|")[1:-1] == [" method      ", " num_rewards ", " num_rollouts ", " distinct_groups "]
+    assert lines[0].split("|")[1:-1] == [" method     ", " num_rewards ", " num_rollouts ", " distinct_groups "]
     assert set(lines[1]) <= set("|-:") and lines[1].endswith(":|")
-    assert len(lines) == 2 + 3 * 4 and all(line.startswith("| ") and line.endswith(" |") for line in lines[2:])
+    assert len(lines) == 2 + len(METHODS) * 4 and all(line.startswith("| ") and line.endswith(" |") for line in lines[2:])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
 
 def test_cli_errors_list_valid_values(capsys):
     cases = [
         (["distinct", "--rollouts", "1"], "expected an integer >= 2"),
-        (["distinct", "--methods", "grpo,ppo"], "valid values: grpo, grpo_no_std, gdpo"),
+        (["distinct", "--methods", "grpo,ppo"], "valid values: grpo, grpo_nostd, gdpo, gd2po, saw, rvpo"),
         (["distinct", "--format", "xml"], "choose from"),
         (["distinct", "--rewards", "4", "--rollouts", "16"], "K=4 G=16: 300,540,195"),
         (["distinct", "--rewards", "2-3", "--weights", "1,1"], "needs a single --rewards K"),
@@ -317,7 +353,7 @@ def test_format_helpers_and_plot_vs_k(tmp_path):
     rows = distinct_table([1, 2, 3], [4])
     assert format_rows(rows[:1], ["method", "distinct_groups"], "csv") == "method,distinct_groups\ngrpo,4\n"
     wide = distinct_pivot_markdown(rows).splitlines()
-    assert wide[0].split("|")[1:-1] == [" K ", " G ", " grpo ", " grpo_no_std ", " gdpo "]
+    assert wide[0].split("|")[1:-1] == [" K ", " G ", *(f" {m} " for m in METHODS)]
     assert len(wide) == 2 + 3
     out = plot_distinct(rows, tmp_path / "by_k.png")  # a single G: x axis is K
     assert out.stat().st_size > 5000
@@ -326,7 +362,7 @@ def test_format_helpers_and_plot_vs_k(tmp_path):
 def test_cli_markdown_wide(capsys):
     main(["distinct", "--rewards", "2", "--rollouts", "2", "--format", "markdown-wide"])
     assert capsys.readouterr().out.splitlines() == [
-        "| K | G | grpo | grpo_no_std | gdpo |",
-        "|--:|--:|-----:|------------:|-----:|",
-        "| 2 | 2 |    2 |           3 |    3 |",
+        "| K | G | grpo | grpo_nostd | gdpo | gd2po | saw | rvpo |",
+        "|--:|--:|-----:|-----------:|-----:|------:|----:|-----:|",
+        "| 2 | 2 |    2 |          3 |    3 |     3 |   3 |    4 |",
     ]

@@ -14,7 +14,8 @@ Framework-free (configs are read through ``.get``: a dict or an OmegaConf node).
 Each method reuses the reward settings (keys, weights, conditions, epsilon, ``gdpo_final_norm``) of
 :class:`gdpo_verl.core.contract.RewardSettings`. :func:`method_advantages` returns (bs, T) float32 advantages;
 :func:`method_metrics` the method's own per-step metrics ``{name: float}`` (``gdpo/gd2po/*``, ``gdpo/saw/*``,
-``gdpo/rvpo/*``; nothing for plain GDPO).
+``gdpo/rvpo/*``; nothing for plain GDPO); :func:`response_advantages` one value per response before the batch-wise
+step, under any method of :data:`METHOD_NAMES` (the distinct-advantage counts, ``gdpo/collapse/distinct_<method>``).
 
 >>> MethodSettings.from_algorithm({"adv_estimator": "gd2po", "gd2po_filter": "snr"}, 2).gd2po_filter
 'snr'
@@ -26,11 +27,11 @@ ValueError: algorithm.gd2po_filter='hard' is unknown; valid values: sign, snr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from gdpo_verl.core.advantage import gdpo_advantages
+from gdpo_verl.core.advantage import gdpo_advantages, group_index, grpo_advantages
 from gdpo_verl.core.choices import check_choice
 from gdpo_verl.core.contract import RewardSettings
 from gdpo_verl.core.gd2po import DEFAULT_TAU, GD2PO_FILTERS, GD2PO_RULES, check_gd2po_options, gd2po_advantages
@@ -41,6 +42,8 @@ from gdpo_verl.core.saw import check_offsets, saw_advantages, saw_metrics
 #: ``algorithm.adv_estimator`` names this project registers (all take verl's ``gdpo`` data path)
 ESTIMATORS = ("gdpo", "gd2po", "rvpo")
 WEIGHTINGS = ("none", "saw")
+#: every method as the ``method=`` presets (recipes/method/) name it
+METHOD_NAMES = ("gdpo", "gd2po", "saw", "rvpo", "grpo", "grpo_nostd")
 
 
 def _get(config, key, default=None):
@@ -138,4 +141,40 @@ def method_metrics(
     return {}
 
 
-__all__ = ["ESTIMATORS", "GD2PO_FILTERS", "GD2PO_RULES", "WEIGHTINGS", "MethodSettings", "method_advantages"]
+def method_named(name: str, options: MethodSettings | None = None) -> MethodSettings:
+    """The settings of preset ``name`` (one of :data:`METHOD_NAMES` but the GRPO ones), keeping the other options
+    of ``options`` (default: every option's default)."""
+    check_choice("method", name, METHOD_NAMES[:4])
+    estimator, weighting = ("gdpo", "saw") if name == "saw" else (name, "none")
+    return replace(options or MethodSettings(), estimator=estimator, weighting=weighting)
+
+
+def response_advantages(
+    name: str, reward: RewardSettings, scores: torch.Tensor, uids, options: MethodSettings | None = None
+) -> torch.Tensor:
+    """One advantage per response under method ``name`` (:data:`METHOD_NAMES`) BEFORE the batch-wise step (that
+    step is one affine map per batch, so it cannot change which responses of a batch share a value): GD2PO's masked
+    responses are 0 and its prompt weight applied, SAW's weights are over this batch. scores: (bs, K) raw rewards
+    (NaN = missing); uids: (bs,). Returns (bs,) float64. ``options``: the other options (tau, offsets, risk...).
+
+    >>> s = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    >>> r = RewardSettings(keys=("a", "b"), weights=(1.0, 1.0))
+    >>> [round(v, 3) for v in response_advantages("gdpo", r, s, [0, 0, 0, 0]).tolist()]
+    [0.0, 0.0, 1.732, -1.732]
+    >>> [round(v, 3) for v in response_advantages("grpo", r, s, [0, 0, 0, 0]).tolist()]  # sums 1, 1, 2, 0
+    [0.0, 0.0, 1.225, -1.225]
+    >>> [round(v, 3) for v in response_advantages("gd2po", r, s, [0, 0, 0, 0]).tolist()]  # (1,0), (0,1): mixed signs
+    [0.0, 0.0, 0.866, -0.866]
+    """
+    check_choice("method", name, METHOD_NAMES)
+    if name in ("grpo", "grpo_nostd"):
+        group, n = group_index(uids, device=scores.device)
+        return grpo_advantages(reward.gate(scores.to(torch.float64)), group, n, reward.weights,
+                               norm_by_std=reward.norm_by_std and name == "grpo", epsilon=reward.epsilon)  # fmt: skip
+    mask = torch.ones(scores.shape[0], 1, dtype=torch.float32, device=scores.device)
+    adv = method_advantages(replace(reward, final_norm="none"), method_named(name, options), scores, uids, mask)
+    return adv[:, 0].to(torch.float64)
+
+
+__all__ = ["ESTIMATORS", "METHOD_NAMES", "GD2PO_FILTERS", "GD2PO_RULES", "WEIGHTINGS", "MethodSettings", "method_advantages",
+           "method_named", "response_advantages"]

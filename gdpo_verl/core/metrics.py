@@ -13,6 +13,7 @@ through verl's tracking (console, file, tensorboard, wandb) under ``gdpo/...``:
     gdpo/source/<data_source>/<name>/mean
     gdpo/collapse/distinct_gdpo          distinct per-response advantages (rounded to 1e-4) under GDPO ...
     gdpo/collapse/distinct_grpo          ... and under GRPO on the same rewards (sum first), same batch
+    gdpo/collapse/distinct_{gd2po,saw,rvpo}  ... and under each other method, same batch (:func:`collapse_metrics`)
     gdpo/zero_advantage_step             1.0 when every advantage is 0 although a component varies inside a group
                                          (weights or epsilon cancel the signal; also a warning in the log)
 """
@@ -26,6 +27,8 @@ import numpy as np
 import torch
 
 from gdpo_verl.core.advantage import constant_groups, group_index, group_normalize, grpo_advantages, weight_vector
+from gdpo_verl.core.contract import RewardSettings
+from gdpo_verl.core.methods import MethodSettings, response_advantages
 
 logger = logging.getLogger(__name__)
 
@@ -104,3 +107,19 @@ def step_metrics(
     out["gdpo/collapse/distinct_gdpo"] = float(distinct_values(gdpo))
     out["gdpo/collapse/distinct_grpo"] = float(distinct_values(grpo))
     return out
+
+
+#: the methods :func:`collapse_metrics` counts; gdpo and grpo are counted by :func:`step_metrics`
+COLLAPSE_METHODS = ("gd2po", "saw", "rvpo")
+
+
+def collapse_metrics(
+    reward: RewardSettings, scores: torch.Tensor, uids, options: MethodSettings | None = None
+) -> dict[str, float]:
+    """``gdpo/collapse/distinct_<m>`` for m in :data:`COLLAPSE_METHODS`: distinct per-response advantages of this
+    batch under each method (before the batch-wise step, rounded to 1e-4), with the run's options (``options``:
+    tau, offsets, risk; the defaults when None, as in a GRPO run). scores: (bs, K) raw (before conditions)."""
+    return {
+        f"gdpo/collapse/distinct_{m}": float(distinct_values(response_advantages(m, reward, scores, uids, options)))
+        for m in COLLAPSE_METHODS
+    }

@@ -1,4 +1,4 @@
-"""Count distinct advantage groups under GRPO, GRPO w/o std and GDPO (the paper's Figure 3), exhaustively or on a batch.
+"""Count distinct advantage groups under every method (the paper's Figure 3, extended), exhaustively or on a batch.
 
 Run (from the repository root):
     python -m gdpo_verl.tools.analysis distinct                                   # K=2, G=2-8, CSV on stdout
@@ -12,9 +12,19 @@ responses sharing a uid; its advantage vector (G,) is computed per method with t
 math (``gdpo_verl.core.advantage.group_normalize``, verl's GRPO semantics: unbiased std, eps 1e-6, a group whose
 values are all equal gets zeros):
     grpo         sum the rewards (weights first), then normalize in the group: (s - mean) / (std + eps)
-    grpo_no_std  sum the rewards, subtract the group mean only (the paper's "GRPO w/o std")
+    grpo_nostd   sum the rewards, subtract the group mean only (the paper's "GRPO w/o std")
     gdpo         normalize each reward in the group, then sum with the weights (before the batch-wise step: one
                  affine map shared by all groups of a batch, so it cannot change which groups of a batch differ)
+    gd2po        GDPO's per-reward step, responses whose per-reward advantages disagree in sign set to 0, each
+                 group scaled by its kept share (the ``method=gd2po`` preset: sign filter, prompt weight)
+    saw          GDPO with SAW's coefficient-of-variation weights over the batch. In ``distinct`` the batch is the
+                 whole cell, which is symmetric in the rewards (permuting the rewards maps the set of multisets
+                 onto itself, so every reward has the same values across it): every CV is equal, SAW's weights are
+                 one common factor, and its counts are GDPO's; ``distinct`` computes it so (the test suite checks
+                 the claim against SAW on whole small cells). On a real batch (``batch``) the weights differ.
+    rvpo         RVPO's soft minimum (risk k=1, the preset) of the per-reward z-scores
+The methods are ``gdpo_verl.core.methods.response_advantages``, the function the trainer's
+``gdpo/collapse/distinct_*`` counts use.
 Each vector is rounded to 1e-4 and sorted (a group is an unordered multiset); the count of unique vectors,
 the all-zero vector included, is reported. All groups of a cell go through ``group_normalize`` in a few
 large calls ((num_groups * G, K) tensors, chunked to bound memory), so K=6, G=4 (766,480 groups) takes seconds.
@@ -44,11 +54,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdpo_verl.core.advantage import group_index, group_normalize, grpo_advantages, weight_vector
+from gdpo_verl.core.advantage import group_index, weight_vector
 from gdpo_verl.core.choices import check_choice
+from gdpo_verl.core.contract import RewardSettings
+from gdpo_verl.core.methods import response_advantages
 from gdpo_verl.core.metrics import distinct_values
 
-METHODS = ("grpo", "grpo_no_std", "gdpo")
+METHODS = ("grpo", "grpo_nostd", "gdpo", "gd2po", "saw", "rvpo")
 FORMATS = ("csv", "markdown")
 DISTINCT_FORMATS = (*FORMATS, "markdown-wide")  # markdown-wide: one line per (K, G), one column per method
 DISTINCT_COLUMNS = ("method", "num_rewards", "num_rollouts", "distinct_groups")
@@ -74,17 +86,14 @@ def method_advantages(
     """Per-response advantage (bs,) float64 of ``method`` before any batch-wise step.
 
     scores: (bs, K) raw rewards (NaN = missing); group: (bs,) int64 dense group index in [0, num_groups).
-    ``grpo``/``grpo_no_std`` are ``gdpo_verl.core.advantage.grpo_advantages`` (with/without std) and ``gdpo`` is
-    ``gdpo_advantages(..., final_norm="none")``, composed from the same ``group_normalize`` but kept in float64
-    and per response instead of per token.
+    The trainer's own function, ``gdpo_verl.core.methods.response_advantages``, with each preset's options.
     """
     check_choice("method", method, METHODS)
     w = weight_vector(weights, scores)
     if w.shape != (scores.shape[1],):
         raise ValueError(f"need one weight per reward ({scores.shape[1]}); got {tuple(w.shape)}")
-    if method == "gdpo":
-        return group_normalize(scores, group, num_groups, norm_by_std=True, epsilon=epsilon) @ w
-    return grpo_advantages(scores, group, num_groups, w, norm_by_std=method == "grpo", epsilon=epsilon)
+    reward = RewardSettings(tuple(f"r{k}" for k in range(scores.shape[1])), tuple(w.tolist()), epsilon=epsilon)
+    return response_advantages(method, reward, scores, group)
 
 
 def binary_vectors(num_rewards: int) -> torch.Tensor:
@@ -216,7 +225,9 @@ def count_distinct_groups(
         scores = vectors[torch.from_numpy(multisets).reshape(-1)]  # (m * G, K)
         group = torch.arange(m).repeat_interleave(num_rollouts)  # (m * G,)
         for method in methods:
-            adv = method_advantages(scores, group, m, method, weights, epsilon=epsilon).view(m, num_rollouts)
+            # saw over the whole cell is GDPO up to a common factor (module docstring); per chunk it would not be
+            as_method = "gdpo" if method == "saw" else method
+            adv = method_advantages(scores, group, m, as_method, weights, epsilon=epsilon).view(m, num_rollouts)
             seen[method].append(unique_group_vectors(adv))
         done += m
         if progress is not None:
@@ -303,8 +314,8 @@ def plot_distinct(rows: Sequence[dict], out_png: str | Path) -> Path:
     by_g = len(gs) > 1
     panels = ks if by_g else gs
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
-    styles = {"grpo": ("C1", "o"), "grpo_no_std": ("C2", "s"), "gdpo": ("C0", "^")}
-    names = {"grpo": "GRPO", "grpo_no_std": "GRPO w/o std", "gdpo": "GDPO"}
+    styles = {"grpo": ("C1", "o"), "grpo_nostd": ("C2", "s"), "gdpo": ("C0", "^")}
+    names = {"grpo": "GRPO", "grpo_nostd": "GRPO w/o std", "gdpo": "GDPO"}
     for ax, fixed in zip(axes[0], panels):
         for i, m in enumerate(methods):
             key = "num_rewards" if by_g else "num_rollouts"

@@ -8,7 +8,7 @@ Run (from the repository root):
 A RUN is a directory holding ``metrics.jsonl`` (verl's file logger: one ``{"step": int, "data": {...}}`` per
 line), or such a ``.jsonl`` file itself; a directory without one is searched recursively. Its method and seed
 come from Hydra's ``RUN/.hydra/config.yaml`` (``algorithm.adv_estimator``, ``seed``; GRPO with
-``algorithm.norm_adv_by_std_in_grpo=false`` is labelled ``grpo_no_std``), else from ``--label`` (one per RUN,
+``algorithm.norm_adv_by_std_in_grpo=false`` is labelled ``grpo_nostd``), else from ``--label`` (one per RUN,
 in order) or the name (``<method>-seed<N>`` as in the default ``trainer.experiment_name``, else the whole name).
 
 One axes per reward component (``gdpo/<name>/mean``), then the total score (``critic/score/mean``) and the
@@ -37,10 +37,11 @@ REWARD_MEAN = re.compile(r"^gdpo/(?P<name>[^/]+)/mean$")
 NOT_REWARDS = {"collapse", "source"}  # gdpo/<these>/... are not reward components
 SCORE_KEY = "critic/score/mean"
 NAME_PATTERN = re.compile(r"^(?P<method>.+?)[-_]seed[-_]?(?P<seed>\d+)$")
-METHOD_COLOURS = {"gdpo": "C0", "grpo": "C1", "grpo_no_std": "C2"}
-METHOD_NAMES = {"gdpo": "GDPO", "grpo": "GRPO", "grpo_no_std": "GRPO w/o std"}
+METHOD_COLOURS = {"gdpo": "C0", "grpo": "C1", "grpo_nostd": "C2", "gd2po": "C3", "saw": "C4", "rvpo": "C5"}
+METHOD_NAMES = {"gdpo": "GDPO", "grpo": "GRPO", "grpo_nostd": "GRPO w/o std", "gd2po": "GD²PO", "saw": "SAW",
+                "rvpo": "RVPO"}  # fmt: skip
 #: line styles, so identical curves stay visible (GDPO solid, drawn on top; GRPO dashed over it)
-METHOD_LINES = {"gdpo": "-", "grpo": "--", "grpo_no_std": ":"}
+METHOD_LINES = {"gdpo": "-", "grpo": "--", "grpo_nostd": ":", "gd2po": "-.", "saw": "-.", "rvpo": "-."}
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pandas as pd
 from gdpo_verl import estimator
 from gdpo_verl.core.contract import ERROR_PREFIX, FLAG_PREFIXES, NONFINITE_PREFIX, RewardSettings, split_row_keys
 from gdpo_verl.core.methods import MethodSettings, method_metrics
-from gdpo_verl.core.metrics import step_metrics
+from gdpo_verl.core.metrics import collapse_metrics, step_metrics
 from gdpo_verl.verl_glue.checks import check_keys_returned
 
 
@@ -24,7 +24,8 @@ def record_keys(keys) -> list[str]:
 def reward_metrics(data, settings: RewardSettings, method: MethodSettings | None = None) -> dict[str, float]:
     """Per-reward step metrics of one DataProto: scores from ``token_level_scores_<name>`` (else the scalar columns),
     uids, data sources and the manager's error flags from ``non_tensor_batch``; with ``method``, that method's own
-    metrics too (``gdpo_verl.core.methods.method_metrics``, on ``batch["response_mask"]``)."""
+    metrics too (``gdpo_verl.core.methods.method_metrics``, on ``batch["response_mask"]``), and the distinct-advantage
+    counts under every method (``gdpo_verl.core.metrics.collapse_metrics``, with ``method``'s options)."""
     batch, columns = data.batch, data.non_tensor_batch
     uids = columns.get("uid")
     if uids is None or not len(uids):
@@ -42,6 +43,7 @@ def reward_metrics(data, settings: RewardSettings, method: MethodSettings | None
         errors={k: columns[ERROR_PREFIX + k] for k in settings.keys if ERROR_PREFIX + k in columns},
         nonfinite={k: columns[NONFINITE_PREFIX + k] for k in settings.keys if NONFINITE_PREFIX + k in columns},
     )
+    out.update(collapse_metrics(settings, scores, np.asarray(uids, dtype=object), method))
     if method is not None and "response_mask" in batch.keys():
         mask = batch["response_mask"].cpu()
         out.update(method_metrics(settings, method, scores, np.asarray(uids, dtype=object), mask))
