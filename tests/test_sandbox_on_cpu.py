@@ -41,6 +41,29 @@ def test_runs_a_program_with_stdin():
     assert "rlimits" in result.layers and "tmpfs-dir" in result.layers
 
 
+@pytest.mark.parametrize(
+    "program",
+    [
+        "print(input())\nexit(3)",
+        "quit()",
+        "import sys\nprint('x', file=sys.stderr)\nsys.exit('bye')",
+        "def g():\n    return 1 / 0\n\nprint(1)\ng()",
+        "def f(:\n    pass",
+        "import json\nprint(json.dumps({\"a\": [1, 2]}))",
+    ],
+)
+def test_exits_and_errors_as_python_runs_the_file(program, tmp_path):
+    # The same exit code, stdout and stderr as ``python prog.py`` (paths aside): exit()/quit() exist although the
+    # jail's interpreter skips ``site``; tracebacks start at the program's own frames, none of the sandbox's.
+    path = tmp_path / "prog.py"
+    path.write_text(program)
+    want = subprocess.run([sys.executable, "-I", str(path)], input="in\n", capture_output=True, text=True)
+    got = run_python(program, "in\n")
+    assert got.exit_code == want.returncode, got
+    assert got.stdout == want.stdout
+    assert got.stderr == want.stderr.replace(str(path), "/sandbox/prog.py")
+
+
 def test_runs_each_test_in_a_fresh_process():
     # Module state does not leak between tests: each run starts from a fresh interpreter.
     results = run_tests("import sys\nseen = globals().setdefault('n', 0)\nprint(input(), seen)", ["a", "b", "c"])

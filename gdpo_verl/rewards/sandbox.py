@@ -40,6 +40,7 @@ import collections
 import errno
 import json
 import logging
+import marshal
 import os
 import random
 import shutil
@@ -60,10 +61,10 @@ _RUN_DIR = "/sandbox"
 _PROG_NAME = "prog.py"
 # Read-only system paths a Python interpreter needs; absent ones are skipped (symlinks are recreated as such).
 _SYSTEM_PATHS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime")
-# Started by the parent, blocked until the parent has put it into the test's cgroup, then becomes bwrap
-# (bash, not sh: the gate's fd number may have two digits).
-_SHELL = shutil.which("bash") or "/bin/bash"
-_SHIM = 'read -r _ <&{gate} || exit 125; exec {gate}<&-; exec "$@"'
+# Started by the parent, blocked reading its stdin (the gate) until the parent has put it into the test's cgroup,
+# then becomes bwrap with /dev/null as stdin. Any POSIX shell: dash starts in a fraction of bash's time.
+_SHELL = shutil.which("dash") or "/bin/sh"
+_SHIM = 'read -r _ || exit 125; exec "$@" </dev/null'
 _DEV_NODES = ("null", "zero", "full", "random", "urandom")
 _DEV_LINKS = (
     ("fd", "/proc/self/fd"),
@@ -438,7 +439,20 @@ def _init_config(p: Plan, limits: Limits) -> str:
         "keyctl_nr": p.seccomp.keyctl_nr,
         "capset_nr": p.seccomp.capset_nr,
     }
-    return json.dumps(config)
+    return marshal.dumps(config).hex()
+
+
+def _parse_reply(data: bytes) -> dict | None:
+    """The supervisor's answer ``b"<wait status or -> <0|1>"`` -> {"status": int | None, "timed_out": bool}; None
+    when it is anything else (the jail died or misbehaves: the caller treats the jail as dead).
+
+    >>> _parse_reply(b"256 0"), _parse_reply(b"- 1"), _parse_reply(b""), _parse_reply(b"1 2")
+    ({'status': 256, 'timed_out': False}, {'status': None, 'timed_out': True}, None, None)
+    """
+    parts = data.split()
+    if len(parts) != 2 or parts[1] not in (b"0", b"1") or not (parts[0] == b"-" or parts[0].isdigit()):
+        return None
+    return {"status": None if parts[0] == b"-" else int(parts[0]), "timed_out": parts[1] == b"1"}
 
 
 class _Jail:
@@ -456,7 +470,7 @@ class _Jail:
             seccomp_r, seccomp_w = os.pipe()
             gate_read, gate_write = os.pipe()
             fds = (theirs.fileno(), prog_file.fileno(), filter_file.fileno())
-            argv = [_SHELL, "-c", _SHIM.format(gate=gate_read), "shim", *_bwrap_argv(p, limits, seccomp_r)]
+            argv = [_SHELL, "-c", _SHIM, "shim", *_bwrap_argv(p, limits, seccomp_r)]
             argv += [p.python, "-I", "-S", "-c", _init_source(), *map(str, fds), _init_config(p, limits)]
             ids = {}
             if p.as_root:  # bwrap itself runs as a fresh uid that owns nothing and has no supplementary group
@@ -465,10 +479,10 @@ class _Jail:
             try:
                 self.proc = subprocess.Popen(
                     argv,
-                    stdin=subprocess.DEVNULL,
+                    stdin=gate_read,
                     stdout=subprocess.DEVNULL,
                     stderr=self.errors,
-                    pass_fds=(gate_read, seccomp_r, *fds),
+                    pass_fds=(seccomp_r, *fds),
                     start_new_session=True,
                     env=_MIN_ENV,
                     cwd="/",
@@ -501,9 +515,9 @@ class _Jail:
             start = time.monotonic()
             try:
                 files = [stdin_file.fileno(), out.fileno(), err.fileno()]
-                socket.send_fds(self.control, [json.dumps({"wall_s": timeout}).encode()], files)
+                socket.send_fds(self.control, [repr(float(timeout)).encode()], files)
                 self.control.settimeout(timeout + _REPLY_GRACE_S)
-                reply = json.loads(self.control.recv(4096) or b"null")
+                reply = _parse_reply(self.control.recv(64))
             except (OSError, ValueError):  # the jail died, or hangs past the grace period
                 reply = None
             wall_s = time.monotonic() - start

@@ -1,10 +1,10 @@
 """The code sandbox's in-jail supervisor: one warm interpreter per program that forks a fresh process per test.
 
 Never imported by the project: ``gdpo_verl.rewards.sandbox`` reads this file and runs it inside a bubblewrap jail
-as ``python -I -S -c <this source> CONTROL_FD PROGRAM_FD FILTER_FD CONFIG_JSON`` (standard library only, the
-jail's interpreter may be any Python >= 3.9). It starts once per program and then, for every test the host sends
-over the control socket (a JSON header ``{"wall_s": float}`` with the test's stdin, stdout and stderr files
-passed as fds), runs:
+as ``python -I -S -c <this source> CONTROL_FD PROGRAM_FD FILTER_FD CONFIG`` (CONFIG: ``marshal`` bytes in hex;
+standard library only, the jail's interpreter may be any Python >= 3.9). It starts once per program and then, for
+every test the host sends over the control socket (the test's wall limit in seconds as ASCII, with its stdin,
+stdout and stderr files passed as fds), runs:
 
 - supervisor (this process; uid 65534 in the jail's user namespace, holding only ``CAP_SYS_ADMIN`` there, in its
   own empty session keyring) forks
@@ -17,24 +17,24 @@ passed as fds), runs:
 
 The init writes the program's wait status to a pipe and exits; its pid namespace, and with it every process the
 test started, dies with it. The supervisor enforces the wall clock (on time-out, and after every test, it
-SIGKILLs every other process of the jail and reaps them all) and answers ``{"status": wait status or null,
-"timed_out": bool}``. Nothing a test did survives it: files (fresh tmpfs), processes (killed, reaped), SysV/POSIX
+SIGKILLs every other process of the jail and reaps them all) and answers ``"<wait status or -> <timed out: 0|1>"``. Nothing a test did survives it: files (fresh tmpfs), processes (killed, reaped), SysV/POSIX
 IPC (fresh IPC namespace), environment and interpreter state (a fresh fork of a supervisor that never runs
 untrusted code), fds (closed). Run it only through ``gdpo_verl.rewards.sandbox``.
+
+Start-up is most of a small program's cost, so this file imports only what it cannot do without (no json, socket,
+signal, traceback or runpy: each pulls in enum, re or pkgutil); errors print through ``sys.excepthook``, which is
+the interpreter's own traceback printer.
 """
 
+import _socket
 import atexit
+import builtins
 import ctypes
-import json
+import marshal
 import os
-import pkgutil  # noqa: F401 - imported by runpy.run_path: warm here, not per test
 import resource
-import runpy
 import select
-import signal
-import socket
 import sys
-import traceback
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_SECCOMP, _PR_SET_CHILD_SUBREAPER = 1, 4, 22, 36
@@ -43,6 +43,13 @@ _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 0x4000, 1 << 18
 _KEYCTL_JOIN_SESSION_KEYRING = 1
 _CAP_VERSION_3 = 0x20080522
+_SIGKILL = 9
+_MAX_FDS = 3  # a test's stdin, stdout, stderr
+
+
+def _print_exc() -> None:
+    """The current exception's traceback on stderr, as the interpreter prints an uncaught one."""
+    sys.excepthook(*sys.exc_info())
 
 
 class _SockFprog(ctypes.Structure):
@@ -69,6 +76,11 @@ def _load_filter(bpf: bytes) -> None:
     _check(_LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
 
 
+def _quit(code=None):
+    """``exit()`` / ``quit()``, which ``site`` (not loaded: ``-S``) gives ``python prog.py``."""
+    raise SystemExit(code)
+
+
 def _exit_code(exc: SystemExit) -> int:
     """The status ``python prog.py`` exits with after ``SystemExit``."""
     if exc.code is None:
@@ -93,13 +105,20 @@ def _program(prog_path: str, fds: list[int], config: dict, test_filter: bytes) -
             resource.setrlimit(key, tuple(value))
         _load_filter(test_filter)
         sys.argv = [prog_path]
+        main = type(sys)("__main__")  # a fresh __main__, as ``python prog.py`` runs it
+        main.__file__, main.__builtins__ = prog_path, builtins
+        sys.modules["__main__"] = main
+        builtins.exit = builtins.quit = _quit
         try:
-            runpy.run_path(prog_path, run_name="__main__")
+            with open(prog_path, "rb") as f:
+                source = f.read()
+            exec(compile(source, prog_path, "exec"), main.__dict__)  # compiled here: under the test's rlimits
             code = 0
         except SystemExit as exc:
             code = _exit_code(exc)
-        except BaseException:  # noqa: BLE001 - the program's uncaught exception: printed, exit 1, like python
-            traceback.print_exc()
+        except BaseException as exc:  # noqa: BLE001 - the program's uncaught exception: printed, exit 1, like python
+            exc.__traceback__ = exc.__traceback__.tb_next  # from the program's frames on, as python prints it
+            sys.excepthook(type(exc), exc, exc.__traceback__)
         threading = sys.modules.get("threading")
         if threading is not None:
             threading._shutdown()  # join non-daemon threads, as interpreter exit does
@@ -116,7 +135,7 @@ def _program(prog_path: str, fds: list[int], config: dict, test_filter: bytes) -
 def _init(program: bytes, fds: list[int], status_w: int, config: dict, test_filter: bytes) -> None:
     """The test's init (pid 1 of a fresh pid namespace); never returns."""
     try:
-        _check(_LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+        _check(_LIBC.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0), "pdeathsig")
         run_dir = config["run_dir"].encode()
         _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
         options = f"size={config['disk_bytes']},nr_inodes={config['nr_inodes']},mode=0700".encode()
@@ -139,7 +158,7 @@ def _init(program: bytes, fds: list[int], status_w: int, config: dict, test_filt
         _, status = os.waitpid(pid, 0)
         os.write(status_w, str(status).encode())
     except BaseException:  # noqa: BLE001 - a jail failure: to the supervisor's stderr (the host reports it)
-        traceback.print_exc()
+        _print_exc()
     finally:
         os._exit(0)
 
@@ -157,7 +176,7 @@ def _run_test(program: bytes, fds: list[int], wall_s: float, config: dict, test_
                 _init(program, fds, status_w, config, test_filter)
             os.waitpid(init, 0)
         except BaseException:  # noqa: BLE001 - a jail failure: to the supervisor's stderr (the host reports it)
-            traceback.print_exc()
+            _print_exc()
         finally:
             os._exit(0)
     os.close(status_w)
@@ -167,14 +186,14 @@ def _run_test(program: bytes, fds: list[int], wall_s: float, config: dict, test_
     _kill_and_reap()
     data = os.read(status_r, 32)
     os.close(status_r)
-    return {"status": int(data) if data else None, "timed_out": timed_out}
+    return b"%s %d" % (data or b"-", timed_out)
 
 
 def _kill_and_reap() -> None:
     """SIGKILL every process of the jail but its init and this one, and reap them all (this is a subreaper)."""
     while True:
         try:
-            os.kill(-1, signal.SIGKILL)
+            os.kill(-1, _SIGKILL)
         except ProcessLookupError:
             pass
         try:
@@ -183,9 +202,19 @@ def _kill_and_reap() -> None:
             return
 
 
+def _recv_fds(control) -> tuple[bytes, list[int]]:
+    """One message and the fds passed with it (``socket.recv_fds`` without importing ``socket``)."""
+    message, ancillary, _, _ = control.recvmsg(4096, _socket.CMSG_LEN(_MAX_FDS * 4))
+    fds = []
+    for level, kind, data in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += memoryview(data)[: len(data) - len(data) % 4].cast("i").tolist()
+    return message, fds
+
+
 def main() -> None:
     control_fd, prog_fd, filter_fd = (int(arg) for arg in sys.argv[1:4])
-    config = json.loads(sys.argv[4])
+    config = marshal.loads(bytes.fromhex(sys.argv[4]))  # written by the host (sandbox._init_config)
     config["control_fd"] = control_fd
     # A new, empty session keyring: nothing of the host's keyrings is reachable from here on.
     _check(_LIBC.syscall(config["keyctl_nr"], _KEYCTL_JOIN_SESSION_KEYRING, None, 0, 0, 0), "keyctl join")
@@ -195,16 +224,15 @@ def main() -> None:
         program = f.read()
     with open(filter_fd, "rb") as f:
         test_filter = f.read()
-    control = socket.socket(fileno=control_fd)
+    control = _socket.socket(fileno=control_fd)
     while True:
-        message, fds, _, _ = socket.recv_fds(control, 4096, 3)
+        message, fds = _recv_fds(control)
         if not message:
             return
-        request = json.loads(message)
-        reply = _run_test(program, fds, request["wall_s"], config, test_filter)
+        reply = _run_test(program, fds, float(message), config, test_filter)
         for fd in fds:
             os.close(fd)
-        control.sendall(json.dumps(reply).encode())
+        control.sendall(reply)
 
 
 if __name__ == "__main__":
