@@ -314,8 +314,8 @@ def plot_distinct(rows: Sequence[dict], out_png: str | Path) -> Path:
     by_g = len(gs) > 1
     panels = ks if by_g else gs
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
-    styles = {"grpo": ("C1", "o"), "grpo_nostd": ("C2", "s"), "gdpo": ("C0", "^")}
-    names = {"grpo": "GRPO", "grpo_nostd": "GRPO w/o std", "gdpo": "GDPO"}
+    from gdpo_verl.tools.plot import METHOD_COLOURS, METHOD_LINES, METHOD_MARKERS, METHOD_NAMES
+
     for ax, fixed in zip(axes[0], panels):
         for i, m in enumerate(methods):
             key = "num_rewards" if by_g else "num_rollouts"
@@ -324,8 +324,9 @@ def plot_distinct(rows: Sequence[dict], out_png: str | Path) -> Path:
                 key=lambda r: (r["num_rollouts"], r["num_rewards"]),
             )
             xs = [r["num_rollouts"] if by_g else r["num_rewards"] for r in sel]
-            colour, marker = styles.get(m, (f"C{3 + i}", "d"))
-            ax.plot(xs, [r["distinct_groups"] for r in sel], marker=marker, color=colour, label=names.get(m, m))
+            ax.plot(xs, [r["distinct_groups"] for r in sel], marker=METHOD_MARKERS.get(m, "d"),
+                    linestyle=METHOD_LINES.get(m, "-"), color=METHOD_COLOURS.get(m, f"C{6 + i}"),
+                    label=METHOD_NAMES.get(m, m))  # fmt: skip
         ax.set_yscale("log")
         low, high = ax.get_ylim()
         if high / max(low, 1e-9) < 100:  # less than two decades: label 1, 2, 5 of each decade

@@ -41,7 +41,8 @@ METHOD_COLOURS = {"gdpo": "C0", "grpo": "C1", "grpo_nostd": "C2", "gd2po": "C3",
 METHOD_NAMES = {"gdpo": "GDPO", "grpo": "GRPO", "grpo_nostd": "GRPO w/o std", "gd2po": "GD²PO", "saw": "SAW",
                 "rvpo": "RVPO"}  # fmt: skip
 #: line styles, so identical curves stay visible (GDPO solid, drawn on top; GRPO dashed over it)
-METHOD_LINES = {"gdpo": "-", "grpo": "--", "grpo_nostd": ":", "gd2po": "-.", "saw": "-.", "rvpo": "-."}
+METHOD_LINES = {"gdpo": "-", "grpo": "--", "grpo_nostd": ":", "gd2po": "-.", "saw": (0, (1, 3)), "rvpo": "-."}
+METHOD_MARKERS = {"gdpo": "^", "grpo": "o", "grpo_nostd": "s", "gd2po": "D", "saw": "x", "rvpo": "v"}
 
 
 @dataclass
