@@ -309,6 +309,22 @@ def test_reward_metrics_per_component_errors_sources_and_nonfinite():
     assert metrics["gdpo/source/chat/format/mean"] == pytest.approx(0.5)
 
 
+def test_reward_metrics_count_distinct_advantages_under_every_method_with_the_runs_options():
+    from gdpo_verl.core.methods import MethodSettings, response_advantages
+
+    data = legacy_batch()
+    settings = RewardSettings.from_algorithm(algo())
+    scores = torch.as_tensor(SCORES, dtype=torch.float64)
+    plain = reward_metrics(data, settings)  # a GRPO run: every method with its default options
+    shifted = MethodSettings.from_algorithm(algo(gdpo_saw_offsets=[0.0, 5.0]), 2)
+    with_options = reward_metrics(data, settings, shifted)
+    for name in ("gdpo", "grpo", "gd2po", "saw", "rvpo"):
+        want = len({round(v, 4) + 0.0 for v in response_advantages(name, settings, scores, UIDS).tolist()})
+        assert plain[f"gdpo/collapse/distinct_{name}"] == want, name
+    want = len({round(v, 4) + 0.0 for v in response_advantages("saw", settings, scores, UIDS, shifted).tolist()})
+    assert with_options["gdpo/collapse/distinct_saw"] == want
+
+
 def test_a_key_missing_from_every_sample_is_a_configuration_error():
     data = legacy_batch()
     data.non_tensor_batch[MISSING_PREFIX + "correctness"] = np.ones(4)
