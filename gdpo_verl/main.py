@@ -285,7 +285,7 @@ def run(cfg: DictConfig) -> Path:
     if cfg.launch.dry_run:
         a = cfg.algorithm
         print(
-            f"[gdpo-verl] dry run ok: adv_estimator={a.adv_estimator} seed={cfg.seed} "
+            f"[gdpo-verl] dry run ok: adv_estimator={a.adv_estimator} method={cfg.launch.method} seed={cfg.seed} "
             f"rollout={cfg.actor_rollout_ref.rollout.name} rollout_dtype={cfg.actor_rollout_ref.rollout.dtype} "
             f"components={list(a.get('gdpo_reward_keys') or [])} weights={list(a.get('gdpo_reward_weights') or [])} "
             f"output_dir={out} (not created: a dry run writes nothing)",

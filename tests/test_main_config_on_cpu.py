@@ -87,7 +87,7 @@ def test_bad_config_fails_fast_before_ray_naming_the_key():
 def test_multirun_runs_each_job_in_its_own_directory(tmp_path):
     out = run_main(
         "-m",
-        "algorithm.adv_estimator=grpo,gdpo",
+        "method=grpo,saw,gd2po",  # the method presets (recipes/method/) sweep as one Hydra group
         "seed=3",
         "launch.dry_run=true",
         "launch.probe_rewards=false",
@@ -95,9 +95,13 @@ def test_multirun_runs_each_job_in_its_own_directory(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("[gdpo-verl] dry run ok")]
-    assert [ln.split()[4] for ln in lines] == ["adv_estimator=grpo", "adv_estimator=gdpo"]
+    assert [ln.split()[4:6] for ln in lines] == [
+        ["adv_estimator=grpo", "method=grpo"],
+        ["adv_estimator=gdpo", "method=saw"],
+        ["adv_estimator=gd2po", "method=gd2po"],
+    ]
     dirs = {ln.rsplit("output_dir=", 1)[1].split(" (not created")[0] for ln in lines}
-    assert len(dirs) == 2 and all(str(tmp_path) in d and not Path(d).exists() for d in dirs)  # a dry run writes nothing
+    assert len(dirs) == 3 and all(str(tmp_path) in d and not Path(d).exists() for d in dirs)  # a dry run writes nothing
 
 
 @pytest.mark.slow
