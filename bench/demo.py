@@ -265,13 +265,15 @@ def main() -> None:
                 f"{when} [{hit_lo:.1f}, {hit_hi:.1f}] |"
             )
 
-    counted = [m for m in METHOD_NAMES if any(f"gdpo/collapse/distinct_{m}" in s for r in runs.values() for s in r["steps"])]
+    logged = {key for r in runs.values() for s in r["steps"] for key in s}
+    counted = [m for m in METHOD_NAMES if f"gdpo/collapse/distinct_{m}" in logged]
     print("\ndistinct advantages per batch (median over steps and seeds), every method counted on the same batches")
     print("| run's method | " + " | ".join(f"under {m}" for m in counted) + " |")
     print("|---|" + "---|" * len(counted))
     for method in args.methods:
         steps = [s for seed in args.seeds for s in runs[(method, seed)]["steps"]]
-        cells = [[s[f"gdpo/collapse/distinct_{m}"] for s in steps if f"gdpo/collapse/distinct_{m}" in s] for m in counted]
+        keys = [f"gdpo/collapse/distinct_{m}" for m in counted]
+        cells = [[s[key] for s in steps if key in s] for key in keys]
         print(f"| {method} | " + " | ".join(f"{statistics.median(c):.0f}" if c else "-" for c in cells) + " |")
 
     from gdpo_verl.tools.plot import plot_runs

@@ -273,7 +273,8 @@ def test_cli_markdown_and_plot(capsys, tmp_path):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split("|")[1:-1] == [" method     ", " num_rewards ", " num_rollouts ", " distinct_groups "]
     assert set(lines[1]) <= set("|-:") and lines[1].endswith(":|")
-    assert len(lines) == 2 + len(METHODS) * 4 and all(line.startswith("| ") and line.endswith(" |") for line in lines[2:])
+    assert len(lines) == 2 + len(METHODS) * 4
+    assert all(line.startswith("| ") and line.endswith(" |") for line in lines[2:])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
 

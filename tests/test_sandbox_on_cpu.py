@@ -49,7 +49,7 @@ def test_runs_a_program_with_stdin():
         "import sys\nprint('x', file=sys.stderr)\nsys.exit('bye')",
         "def g():\n    return 1 / 0\n\nprint(1)\ng()",
         "def f(:\n    pass",
-        "import json\nprint(json.dumps({\"a\": [1, 2]}))",
+        'import json\nprint(json.dumps({"a": [1, 2]}))',
     ],
 )
 def test_exits_and_errors_as_python_runs_the_file(program, tmp_path):

@@ -176,5 +176,14 @@ def response_advantages(
     return adv[:, 0].to(torch.float64)
 
 
-__all__ = ["ESTIMATORS", "METHOD_NAMES", "GD2PO_FILTERS", "GD2PO_RULES", "WEIGHTINGS", "MethodSettings", "method_advantages",
-           "method_named", "response_advantages"]
+__all__ = [
+    "ESTIMATORS",
+    "GD2PO_FILTERS",
+    "GD2PO_RULES",
+    "METHOD_NAMES",
+    "WEIGHTINGS",
+    "MethodSettings",
+    "method_advantages",
+    "method_named",
+    "response_advantages",
+]

@@ -17,8 +17,9 @@ stdout and stderr files passed as fds), runs:
 
 The init writes the program's wait status to a pipe and exits; its pid namespace, and with it every process the
 test started, dies with it. The supervisor enforces the wall clock (on time-out, and after every test, it
-SIGKILLs every other process of the jail and reaps them all) and answers ``"<wait status or -> <timed out: 0|1>"``. Nothing a test did survives it: files (fresh tmpfs), processes (killed, reaped), SysV/POSIX
-IPC (fresh IPC namespace), environment and interpreter state (a fresh fork of a supervisor that never runs
+SIGKILLs every other process of the jail and reaps them all) and answers ``"<wait status or -> <timed out: 0|1>"``.
+Nothing a test did survives it: files (fresh tmpfs), processes (killed, reaped), SysV/POSIX IPC (fresh IPC
+namespace), environment and interpreter state (a fresh fork of a supervisor that never runs
 untrusted code), fds (closed). Run it only through ``gdpo_verl.rewards.sandbox``.
 
 Start-up is most of a small program's cost, so this file imports only what it cannot do without (no json, socket,
