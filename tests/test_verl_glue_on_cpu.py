@@ -323,6 +323,9 @@ def test_reward_metrics_count_distinct_advantages_under_every_method_with_the_ru
         assert plain[f"gdpo/collapse/distinct_{name}"] == want, name
     want = len({round(v, 4) + 0.0 for v in response_advantages("saw", settings, scores, UIDS, shifted).tolist()})
     assert with_options["gdpo/collapse/distinct_saw"] == want
+    # a GDPO run with a negative weight is valid; RVPO refuses it: its count is left out, the step goes on
+    negative = reward_metrics(data, RewardSettings.from_algorithm(algo(gdpo_reward_weights=[1.0, -1.0])))
+    assert "gdpo/collapse/distinct_rvpo" not in negative and "gdpo/collapse/distinct_gd2po" in negative
 
 
 def test_a_key_missing_from_every_sample_is_a_configuration_error():

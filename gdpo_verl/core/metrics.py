@@ -118,8 +118,14 @@ def collapse_metrics(
 ) -> dict[str, float]:
     """``gdpo/collapse/distinct_<m>`` for m in :data:`COLLAPSE_METHODS`: distinct per-response advantages of this
     batch under each method (before the batch-wise step, rounded to 1e-4), with the run's options (``options``:
-    tau, offsets, risk; the defaults when None, as in a GRPO run). scores: (bs, K) raw (before conditions)."""
-    return {
-        f"gdpo/collapse/distinct_{m}": float(distinct_values(response_advantages(m, reward, scores, uids, options)))
-        for m in COLLAPSE_METHODS
-    }
+    tau, offsets, risk; the defaults when None, as in a GRPO run). scores: (bs, K) raw (before conditions).
+    A method that refuses the run's settings (RVPO needs positive weights) has no count: the run's own method was
+    validated at start-up, and a comparison count must never stop a run."""
+    out = {}
+    for m in COLLAPSE_METHODS:
+        try:
+            adv = response_advantages(m, reward, scores, uids, options)
+        except ValueError:
+            continue
+        out[f"gdpo/collapse/distinct_{m}"] = float(distinct_values(adv))
+    return out
