@@ -16,7 +16,7 @@ def test_train_command_selects_method_seed_output_and_hf_weights(tmp_path):
     assert cmd[:5] == [sys.executable, "-m", "gdpo_verl.main", "--config-name", "toolcall"]
     assert cmd[5:8] == ["method=grpo_nostd", "seed=2", f"launch.output_dir={tmp_path / 'r'}"]
     assert "hf_model" in cmd[8] and cmd[-1] == "trainer.total_epochs=1"  # the caller's overrides win (last)
-    assert rp.train_command("demo", "gdpo", 0, tmp_path, [])[5] == "+method=gdpo"  # the demo has no method default
+    assert rp.train_command("demo", "saw", 0, tmp_path, [])[5] == "method=saw"  # the demo has the method group too
 
 
 def test_every_recipe_method_is_swept_and_the_method_group_composes_on_the_demo():
@@ -26,7 +26,7 @@ def test_every_recipe_method_is_swept_and_the_method_group_composes_on_the_demo(
 
     assert set(rp.EVAL_TASK.values()) <= set(EVAL_TASKS) and set(rp.EVAL_TASK) == set(rp.TASKS)
     for method in rp.METHODS:
-        cfg = compose_config("demo", [f"+method={method}"])
+        cfg = compose_config("demo", [f"method={method}"])
         assert cfg.launch.method == method and cfg.trainer.experiment_name == f"{method}-seed0"
 
 

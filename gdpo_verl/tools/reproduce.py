@@ -28,20 +28,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gdpo_verl.core.choices import check_choice
+from gdpo_verl.core.methods import METHOD_NAMES
 
 TASKS = ("toolcall", "gsm8k", "deepscaler", "code", "demo")
-METHODS = ("gdpo", "grpo", "grpo_nostd")  # recipes/method/
+METHODS = METHOD_NAMES  # recipes/method/
+PAPER_METHODS = ("gdpo", "grpo", "grpo_nostd")  # the paper's comparison: the default sweep
 EVAL_TASK = {"toolcall": "bfcl", "gsm8k": "gsm8k", "deepscaler": "deepscaler", "code": "code", "demo": "demo"}
 SAVE_HF = "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]"
 
 
 def train_command(task: str, method: str, seed: int, run_dir: Path, overrides: Sequence[str]) -> list[str]:
-    """The training command of one sweep point (the final model saved as Hugging Face weights). The task recipes
-    select the method group in their defaults (``method=``); the demo config does not (``+method=``)."""
-    select = "+method" if task == "demo" else "method"
+    """The training command of one sweep point (the final model saved as Hugging Face weights); every recipe
+    selects the method group in its defaults (``method=``)."""
     return [
         sys.executable, "-m", "gdpo_verl.main", "--config-name", task,
-        f"{select}={method}", f"seed={seed}", f"launch.output_dir={run_dir}", SAVE_HF, *overrides,
+        f"method={method}", f"seed={seed}", f"launch.output_dir={run_dir}", SAVE_HF, *overrides,
     ]  # fmt: skip
 
 
@@ -81,7 +82,7 @@ def train(task: str, method: str, seed: int, run_dir: Path, overrides: Sequence[
 def reproduce(
     task: str,
     seeds: Sequence[int],
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = PAPER_METHODS,
     out: str | Path | None = None,
     overrides: Sequence[str] = (),
     retrain: bool = False,
@@ -119,7 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--task", required=True, help=f"one of: {', '.join(TASKS)}")
     parser.add_argument("--seeds", type=int, nargs="+", required=True, help="e.g. 0 1 2")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), help=f"from: {', '.join(METHODS)} (default all)")
+    parser.add_argument(
+        "--methods", nargs="+", default=list(PAPER_METHODS),
+        help=f"from: {', '.join(METHODS)} (default: the paper's {' '.join(PAPER_METHODS)})",
+    )  # fmt: skip
     parser.add_argument("--out", help="output folder (default reproduce-<task>)")
     parser.add_argument("--retrain", action="store_true", help="train again runs that already have a final model")
     parser.add_argument("--limit", type=int, help="evaluation: first N rows (BFCL: per category)")
