@@ -79,7 +79,7 @@ def test_a_failed_run_stops_the_sweep_with_its_log(tmp_path, monkeypatch):
     ("argv", "message"),
     [
         (["--task", "gsm", "--seeds", "0"], "valid values: toolcall, gsm8k, deepscaler, code, demo"),
-        (["--task", "gsm8k", "--seeds", "0", "--methods", "ppo"], "valid values: gdpo, gd2po, saw, rvpo, grpo, grpo_nostd"),
+        (["--task", "gsm8k", "--seeds", "0", "--methods", "ppo"], "valid values: gdpo, gd2po, saw, rvpo, grpo, grpo_"),
         (["--task", "gsm8k", "--seeds", "1", "1"], "distinct seeds"),
     ],
 )
