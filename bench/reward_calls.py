@@ -120,6 +120,7 @@ def hang_table(args) -> None:
 def make_manager(tokenizer, cheap: bool, processes: int):
     from omegaconf import OmegaConf
 
+    from gdpo_verl.components import AGENT_LOOP_MANAGER, AGENT_LOOP_MANAGER_KEY
     from gdpo_verl.manager import MultiRewardManager
 
     components = [
@@ -127,7 +128,9 @@ def make_manager(tokenizer, cheap: bool, processes: int):
         for n in ("format", "correctness", "brevity")
     ]
     gdpo = {"on_error": "raise", "timeout_s": 30, "processes": processes, "components": components}
-    return MultiRewardManager(OmegaConf.create({"reward": {"gdpo": gdpo}}), tokenizer)
+    config = OmegaConf.create({"reward": {"gdpo": gdpo}})
+    OmegaConf.update(config, AGENT_LOOP_MANAGER_KEY, AGENT_LOOP_MANAGER, force_add=True)  # as gdpo_trainer sets it
+    return MultiRewardManager(config, tokenizer)
 
 
 def make_batch(tokenizer, n: int):
@@ -168,7 +171,7 @@ def throughput(args) -> None:
     tokenizer = build_tokenizer()
     data = make_batch(tokenizer, args.samples)
     managers = {
-        "process pool": make_manager(tokenizer, False, args.processes),
+        "worker host (processes)": make_manager(tokenizer, False, args.processes),
         "cheap (threads)": make_manager(tokenizer, True, 1),
     }
     rates = {mode: [] for mode in managers}
@@ -183,7 +186,7 @@ def throughput(args) -> None:
     print(f"\n| path | calls/s per reward worker (median of {args.rounds}) |\n|---|---|")
     for mode, value in medians.items():
         print(f"| {mode} | {value:,.0f} |")
-    print(f"\nprocess pool / cheap: {medians['process pool'] / medians['cheap (threads)']:.2f}")
+    print(f"\nworker host / cheap: {medians['worker host (processes)'] / medians['cheap (threads)']:.2f}")
 
 
 def main() -> None:
