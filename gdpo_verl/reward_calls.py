@@ -434,6 +434,10 @@ class _Host:
     outbox: Any  # Connection to the host
     pending: dict = field(default_factory=dict)  # task id -> concurrent.futures.Future
     dead: str | None = None
+    # serializes writers to ``outbox``; never held together with RewardCaller._lock: a full pipe blocks the writer
+    # until the host reads, and the host reads only once the answers it is sending are drained by the reader
+    # thread, which needs RewardCaller._lock
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class RewardCaller:
@@ -516,11 +520,13 @@ class RewardCaller:
                 self._host = self._start_host()
             host, task = self._host, next(self._ids)
             host.pending[task] = future
-            try:
+        try:
+            with host.send_lock:  # not under self._lock (see _Host.send_lock)
                 host.outbox.send_bytes(pickle.dumps((task, timeout_s, path, payload), protocol=5))
-            except OSError as e:  # the host died; its reader thread fails the pending calls
+        except OSError as e:  # the host died; its reader thread fails the pending calls
+            with self._lock:
                 host.pending.pop(task, None)
-                future.set_result(CallOutcome(error=f"the reward worker host is gone ({describe(e)})"))
+            _settle(future, CallOutcome(error=f"the reward worker host is gone ({describe(e)})"))
         return future
 
     def _threads(self) -> concurrent.futures.ThreadPoolExecutor:

@@ -25,6 +25,9 @@ FUNCS = textwrap.dedent(
     def healthy(solution_str):
         return {"a": 1, "b": [0.5, 2]}
 
+    def echo_length(solution_str):
+        return {"n": len(solution_str), "pad": [0.5] * 200}
+
     def hang(solution_str):
         while True:
             pass
@@ -183,6 +186,35 @@ def test_hung_calls_are_stopped_and_healthy_ones_go_on(caller, module_path):
     outcomes = asyncio.run(batch())
     assert all(o.error == "timed out after 0.3 s" for o in outcomes[:6])
     assert all(o.value == {"a": 1.0, "b": [0.5, 2.0]} for o in outcomes[6:])
+
+
+def test_a_batch_larger_than_the_pipes_does_not_deadlock(module_path):
+    # 4,000 concurrent calls (a 512 x 8 training batch) whose requests and answers each take far more than a pipe
+    # holds (64 KiB): the caller blocks writing while the host blocks answering; the reader thread must still
+    # drain the answers. It once needed the lock the blocked writer held: every reward worker hung for good.
+    import threading
+
+    caller = RewardCaller(processes=1)
+    bound = bind(module_path, "echo_length", {}, "t")
+    result = {}
+
+    def run():
+        async def batch():
+            return await asyncio.gather(*(caller.call(bound, {"solution_str": "x" * 300}, 60) for _ in range(4000)))
+
+        result["outcomes"] = asyncio.run(batch())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=120)
+    try:
+        assert not thread.is_alive(), "the caller deadlocked with its worker host"
+        assert all(o.value is not None and o.value["n"] == 300.0 for o in result["outcomes"])
+    finally:
+        if thread.is_alive() and caller._host is not None:
+            caller._host.process.kill()  # unblocks the stuck writer (broken pipe)
+            thread.join(timeout=30)
+        caller.close()
 
 
 def test_a_lost_host_fails_pending_calls_and_the_next_call_starts_a_new_one(module_path):
